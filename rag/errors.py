@@ -1,0 +1,47 @@
+"""Typed errors raised by the library; the CLI and the server turn them into messages."""
+
+
+class RagError(Exception):
+    """Base of every error this library raises on purpose."""
+
+    code = "rag_error"
+
+
+class CorpusError(RagError):
+    """A seed file or directory cannot be read as a corpus."""
+
+    code = "corpus_error"
+
+
+class IndexNotFoundError(RagError):
+    """No usable index on disk."""
+
+    code = "index_missing"
+
+
+class IndexStaleError(RagError):
+    """The index on disk was built from another corpus, model or chunking."""
+
+    code = "index_stale"
+
+
+class IndexCorruptError(RagError):
+    """An index file is missing, truncated or does not match its checksum."""
+
+    code = "index_corrupt"
+
+
+class QueryError(RagError):
+    """A question or search request that cannot be served as given."""
+
+    code = "invalid_query"
+
+
+class GeneratorError(RagError):
+    """The answer generator (an LLM endpoint) failed or returned garbage."""
+
+    code = "generator_error"
+
+
+class GeneratorTimeout(GeneratorError):
+    code = "generator_timeout"

@@ -1,0 +1,275 @@
+"""Chunks -> the persisted index: FAISS vectors (through LlamaIndex), BM25, sentence vectors.
+
+Layout under `index_dir`:
+
+    current -> builds/<id>        a symlink, replaced atomically when a build completes
+    builds/<id>/manifest.json     what was built from what, and a checksum of every file
+    builds/<id>/papers.json       the papers the index holds
+    builds/<id>/dense/            LlamaIndex storage: docstore + FAISS (English model)
+    builds/<id>/multilingual/     the same for multilingual-e5 (when enabled)
+    builds/<id>/bm25/             bm25s through LlamaIndex's BM25Retriever
+    builds/<id>/sentences.*       sentences and their vectors, for snippets and answers
+
+A build writes into a temporary directory and only then moves `current`, so a crash
+mid-build leaves the previous index serving and no half index that loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from .chunking import Sentence, chunk_papers, split_sentences
+from .config import Settings
+from .corpus import Corpus, Paper
+from .embedding import (
+    MULTILINGUAL_MODEL,
+    configure_llama_index,
+    load_embedder,
+    load_multilingual_embedder,
+)
+from .errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
+
+FORMAT_VERSION = 1
+REBUILD_HINT = "run `rag index` to rebuild it"
+
+
+@dataclass
+class LoadedIndex:
+    path: Path
+    manifest: dict
+    corpus: Corpus
+    dense: object  # llama_index VectorStoreIndex
+    bm25: object  # llama_index BM25Retriever
+    multilingual: object | None
+    sentences: list[Sentence]
+    sentence_vectors: np.ndarray
+    multilingual_sentence_vectors: np.ndarray | None
+    embedder: object
+    multilingual_embedder: object | None
+
+    @property
+    def chunks(self) -> int:
+        return self.manifest["chunks"]
+
+
+def expected_parameters(settings: Settings) -> dict:
+    """What a manifest must record for the index to be usable under these settings."""
+    return {
+        "format": FORMAT_VERSION,
+        "embedding_model": settings.embedding_model,
+        "multilingual_model": MULTILINGUAL_MODEL if settings.multilingual else None,
+        "chunk_size": settings.chunk_size,
+        "chunk_overlap": settings.chunk_overlap,
+    }
+
+
+def make_faiss_index(dimensions: int):
+    """Exact inner-product search (vectors are normalised, so scores are cosines)."""
+    import faiss
+
+    return faiss.IndexFlatIP(dimensions)
+
+
+def _build_vector_index(nodes, embed_model, directory: Path, show_progress: bool):
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.vector_stores.faiss import FaissVectorStore
+
+    dimensions = len(embed_model.get_text_embedding("dimension probe"))
+    store = FaissVectorStore(faiss_index=make_faiss_index(dimensions))
+    context = StorageContext.from_defaults(vector_store=store)
+    index = VectorStoreIndex(
+        nodes, storage_context=context, embed_model=embed_model, show_progress=show_progress
+    )
+    context.persist(persist_dir=str(directory))
+    return index, dimensions
+
+
+def _load_vector_index(directory: Path, embed_model):
+    from llama_index.core import StorageContext, load_index_from_storage
+    from llama_index.vector_stores.faiss import FaissVectorStore
+
+    store = FaissVectorStore.from_persist_dir(str(directory))
+    context = StorageContext.from_defaults(vector_store=store, persist_dir=str(directory))
+    return load_index_from_storage(context, embed_model=embed_model)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _file_table(directory: Path) -> dict:
+    return {
+        str(p.relative_to(directory)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def _embed_sentences(embed_model, sentences: list[Sentence], show_progress: bool) -> np.ndarray:
+    vectors = embed_model.get_text_embedding_batch([s.text for s in sentences], show_progress=show_progress)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False) -> Path:
+    """Build the whole index from `corpus` and publish it atomically; returns its directory."""
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    started = time.perf_counter()
+    root = Path(settings.index_dir)
+    builds = root / "builds"
+    builds.mkdir(parents=True, exist_ok=True)
+    work = builds / f".tmp-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    try:
+        embedder = load_embedder(settings.embedding_model)
+        configure_llama_index(embedder)
+        nodes = chunk_papers(
+            corpus.papers, embedder._model.tokenizer.tokenize, settings.chunk_size, settings.chunk_overlap
+        )
+        sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
+
+        _, dimensions = _build_vector_index(nodes, embedder, work / "dense", show_progress)
+        np.save(work / "sentences.npy", _embed_sentences(embedder, sentences, show_progress))
+        if settings.multilingual:
+            multilingual = load_multilingual_embedder()
+            _build_vector_index(nodes, multilingual, work / "multilingual", show_progress)
+            np.save(work / "sentences_multilingual.npy", _embed_sentences(multilingual, sentences, False))
+        BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=settings.candidates).persist(
+            str(work / "bm25"), show_progress=False
+        )
+        (work / "sentences.json").write_text(
+            json.dumps([[s.paper_id, s.text, list(s.span)] for s in sentences], ensure_ascii=False)
+        )
+        (work / "papers.json").write_text(
+            json.dumps(
+                {"paragraphs": corpus.paragraphs, "papers": [p.to_dict() for p in corpus.papers]},
+                ensure_ascii=False,
+                indent=1,
+            )
+        )
+        manifest = {
+            **expected_parameters(settings),
+            "corpus_hash": corpus.content_hash,
+            "papers": len(corpus),
+            "chunks": len(nodes),
+            "sentences": len(sentences),
+            "dimensions": dimensions,
+            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "build_seconds": round(time.perf_counter() - started, 2),
+            "files": _file_table(work),
+        }
+        # The manifest is written last: a directory without one never loads.
+        (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        final = builds / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{corpus.content_hash[:8]}-{uuid.uuid4().hex[:4]}"
+        work.rename(final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    _publish(root, final)
+    return final
+
+
+def _publish(root: Path, build: Path) -> None:
+    """Point `current` at `build` with one atomic rename, then drop all but the previous build."""
+    link = root / "current"
+    previous = link.resolve() if link.is_symlink() else None
+    tmp_link = root / f".current-{uuid.uuid4().hex[:8]}"
+    os.symlink(build.relative_to(root), tmp_link)
+    os.replace(tmp_link, link)
+    for old in (root / "builds").iterdir():
+        if old != build and old != previous and not old.name.startswith(".tmp-"):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def current_build(settings: Settings) -> Path:
+    link = Path(settings.index_dir) / "current"
+    if not link.exists():
+        raise IndexNotFoundError(f"no index at {settings.index_dir}: {REBUILD_HINT}")
+    return link.resolve()
+
+
+def read_manifest(build: Path, verify: bool = True) -> dict:
+    """The build's manifest, after checking every file it lists against its size and checksum."""
+    try:
+        manifest = json.loads((build / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise IndexCorruptError(f"{build / 'manifest.json'}: unreadable ({exc}); {REBUILD_HINT}") from exc
+    for name, meta in manifest.get("files", {}).items():
+        path = build / name
+        if not path.is_file():
+            raise IndexCorruptError(f"{path}: missing; {REBUILD_HINT}")
+        if path.stat().st_size != meta["size"] or (verify and _sha256(path) != meta["sha256"]):
+            raise IndexCorruptError(f"{path}: truncated or modified since the build; {REBUILD_HINT}")
+    return manifest
+
+
+def check_manifest(manifest: dict, settings: Settings, corpus: Corpus | None) -> None:
+    """Raise IndexStaleError when the index was built from another corpus, model or chunking."""
+    for key, wanted in expected_parameters(settings).items():
+        if manifest.get(key) != wanted:
+            raise IndexStaleError(
+                f"index was built with {key}={manifest.get(key)!r}, settings ask for {wanted!r}; {REBUILD_HINT}"
+            )
+    if corpus is not None and manifest.get("corpus_hash") != corpus.content_hash:
+        raise IndexStaleError(f"the seed files changed since the index was built; {REBUILD_HINT}")
+
+
+def load_index(settings: Settings, corpus: Corpus | None = None) -> LoadedIndex:
+    """Load the current build; with `corpus`, also check that it was built from it."""
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    build = current_build(settings)
+    manifest = read_manifest(build)
+    check_manifest(manifest, settings, corpus)
+    try:
+        stored = json.loads((build / "papers.json").read_text())
+        papers = [Paper(**p) for p in stored["papers"]]
+        embedder = load_embedder(settings.embedding_model)
+        configure_llama_index(embedder)
+        dense = _load_vector_index(build / "dense", embedder)
+        bm25 = BM25Retriever.from_persist_dir(str(build / "bm25"))
+        sentences = [Sentence(pid, text, tuple(span)) for pid, text, span in json.loads((build / "sentences.json").read_text())]
+        sentence_vectors = np.load(build / "sentences.npy")
+        multilingual = multilingual_vectors = multilingual_embedder = None
+        if settings.multilingual:
+            multilingual_embedder = load_multilingual_embedder()
+            multilingual = _load_vector_index(build / "multilingual", multilingual_embedder)
+            multilingual_vectors = np.load(build / "sentences_multilingual.npy")
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise IndexCorruptError(f"{build}: cannot be loaded ({exc}); {REBUILD_HINT}") from exc
+    return LoadedIndex(
+        path=build,
+        manifest=manifest,
+        corpus=Corpus(papers, stored.get("paragraphs", len(papers))),
+        dense=dense,
+        bm25=bm25,
+        multilingual=multilingual,
+        sentences=sentences,
+        sentence_vectors=sentence_vectors,
+        multilingual_sentence_vectors=multilingual_vectors,
+        embedder=embedder,
+        multilingual_embedder=multilingual_embedder,
+    )
+
+
+def ensure_index(settings: Settings, corpus: Corpus, show_progress: bool = False) -> tuple[LoadedIndex, bool]:
+    """Load the index, building it first when it is missing, stale or damaged."""
+    try:
+        return load_index(settings, corpus), False
+    except (IndexNotFoundError, IndexStaleError, IndexCorruptError):
+        build_index(corpus, settings, show_progress=show_progress)
+        return load_index(settings, corpus), True

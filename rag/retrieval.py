@@ -1,0 +1,128 @@
+"""Question -> ranked papers: dense and BM25 chunk rankings fused by reciprocal rank, per paper.
+
+The fusion is written here rather than with LlamaIndex's QueryFusionRetriever because we need
+per-question weights (BM25 is noise for a Chinese question and must not drown the dense signal)
+and the raw dense cosine of each paper, which decides abstention; QueryFusionRetriever keeps
+neither. The retrievers themselves are LlamaIndex's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llama_index.core.schema import QueryBundle
+
+from .config import Settings
+from .corpus import Paper
+from .embedding import is_cjk
+from .errors import QueryError
+from .index import LoadedIndex
+
+
+@dataclass
+class Hit:
+    paper: Paper
+    rank: int
+    score: float  # fused reciprocal-rank score
+    dense_score: float  # best cosine between the question and one of the paper's chunks
+    snippet: str  # the paper's sentence closest to the question
+    sentence_scores: dict[str, float]  # every sentence of the paper -> cosine with the question
+
+    def to_dict(self) -> dict:
+        return {
+            "paper_id": self.paper.paper_id,
+            "rank": self.rank,
+            "score": round(self.score, 6),
+            "dense_score": round(self.dense_score, 4),
+            "name": self.paper.name,
+            "text": self.paper.text,
+            "code_url": self.paper.code_url,
+            "snippet": self.snippet,
+        }
+
+
+@dataclass
+class Retrieval:
+    query: str
+    multilingual: bool  # answered through the multilingual model
+    hits: list[Hit]
+
+    @property
+    def top_dense(self) -> float:
+        return max((h.dense_score for h in self.hits), default=0.0)
+
+
+def _paper_ranking(nodes) -> dict[str, tuple[int, float]]:
+    """Chunk results -> {paper_id: (rank of its best chunk, that chunk's score)}."""
+    ranking: dict[str, tuple[int, float]] = {}
+    for node in nodes:
+        pid = node.node.metadata["paper_id"]
+        if pid not in ranking:
+            ranking[pid] = (len(ranking) + 1, float(node.score or 0.0))
+    return ranking
+
+
+class Retriever:
+    def __init__(self, index: LoadedIndex, settings: Settings):
+        self.index = index
+        self.settings = settings
+        self.papers = {p.paper_id: p for p in index.corpus.papers}
+        self.sentence_rows: dict[str, list[int]] = {}
+        for row, sentence in enumerate(index.sentences):
+            self.sentence_rows.setdefault(sentence.paper_id, []).append(row)
+        self._dense = index.dense.as_retriever(similarity_top_k=settings.candidates)
+        self._multilingual = (
+            index.multilingual.as_retriever(similarity_top_k=settings.candidates)
+            if index.multilingual is not None
+            else None
+        )
+        index.bm25.similarity_top_k = min(settings.candidates, index.chunks)
+
+    def search(self, query: str, k: int | None = None) -> Retrieval:
+        query = " ".join((query or "").split())
+        if not query:
+            raise QueryError("the query is empty")
+        k = self.settings.k if k is None else k
+        if not 1 <= k <= 50:
+            raise QueryError("k must be between 1 and 50")
+
+        multilingual = self._multilingual is not None and is_cjk(query)
+        if multilingual:
+            embedding = self.index.multilingual_embedder.get_query_embedding(query)
+            dense_nodes = self._multilingual.retrieve(QueryBundle(query, embedding=embedding))
+            sentence_vectors = self.index.multilingual_sentence_vectors
+            rankings = [(self.settings.dense_weight, _paper_ranking(dense_nodes))]
+        else:
+            embedding = self.index.embedder.get_query_embedding(query)
+            dense_nodes = self._dense.retrieve(QueryBundle(query, embedding=embedding))
+            sentence_vectors = self.index.sentence_vectors
+            rankings = [(self.settings.dense_weight, _paper_ranking(dense_nodes))]
+            bm25_nodes = self.index.bm25.retrieve(QueryBundle(query))
+            rankings.append((self.settings.bm25_weight, _paper_ranking(bm25_nodes)))
+        dense = rankings[0][1]
+
+        fused: dict[str, float] = {}
+        for weight, ranking in rankings:
+            for pid, (rank, _) in ranking.items():
+                fused[pid] = fused.get(pid, 0.0) + weight / (self.settings.rrf_k + rank)
+        ordered = sorted(fused, key=lambda pid: (-fused[pid], dense.get(pid, (10**9,))[0]))[:k]
+
+        question = np.asarray(embedding, dtype=np.float32)
+        hits = []
+        for rank, pid in enumerate(ordered, start=1):
+            rows = self.sentence_rows.get(pid, [])
+            scores = sentence_vectors[rows] @ question if rows else np.zeros(0)
+            best = int(np.argmax(scores)) if rows else -1
+            hits.append(
+                Hit(
+                    paper=self.papers[pid],
+                    rank=rank,
+                    score=fused[pid],
+                    # A paper only BM25 found: its best sentence cosine stands in.
+                    dense_score=dense[pid][1] if pid in dense else float(scores.max(initial=0.0)),
+                    snippet=self.index.sentences[rows[best]].text if rows else "",
+                    sentence_scores={self.index.sentences[r].text: float(s) for r, s in zip(rows, scores)},
+                )
+            )
+        return Retrieval(query=query, multilingual=multilingual, hits=hits)

@@ -1,0 +1,1 @@
+"""The HTTP service: FastAPI app, schemas and the chat page."""

@@ -1,0 +1,43 @@
+"""Request and response models of the HTTP contract (DESIGN.md)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(..., description="What to look for.", examples=["rotary embeddings for vision transformers"])
+    k: int = Field(5, ge=1, le=50, description="Number of papers to return.")
+
+    @field_validator("query")
+    @classmethod
+    def _trimmed(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        if len(value) > 2000:
+            raise ValueError("must be at most 2000 characters")
+        return value
+
+
+class SearchResult(BaseModel):
+    paper_id: str
+    rank: int
+    score: float
+    dense_score: float
+    name: str
+    text: str
+    code_url: str | None
+    snippet: str
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchResult]
+
+
+class Health(BaseModel):
+    status: str
+    papers: int
+    chunks: int
+    embedding_model: str
+    generator: str

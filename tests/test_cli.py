@@ -1,0 +1,82 @@
+"""The `rag` command in a subprocess, as a user runs it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT, SEEDS
+
+
+def rag(*args, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "rag.cli", *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def env(index_dir):
+    return {"RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
+
+
+def test_search_prints_a_readable_table(env):
+    out = rag("search", "rotary embeddings for vision transformers", "-k", "3", env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(" 1. Spiral RoPE")
+    assert sum(line[:3].strip().rstrip(".").isdigit() for line in lines) == 3
+
+
+def test_search_json_has_the_http_shape(env):
+    out = rag("search", "caching for diffusion language models", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)["results"]
+    assert len(results) == 5
+    assert set(results[0]) >= {"paper_id", "rank", "score", "name", "text", "code_url", "snippet"}
+    assert results[0]["name"] == "dLLM-Cache"
+
+
+def test_index_if_needed_leaves_a_fresh_index_alone(env):
+    out = rag("index", "--if-needed", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "up to date" in out.stdout
+
+
+def test_index_builds_with_a_summary_line(tmp_path):
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "one.txt").write_bytes(sorted(SEEDS.glob("*.txt"))[0].read_bytes())
+    out = rag("index", "-q", env={"RAG_INDEX_DIR": str(tmp_path / "idx"), "RAG_SEEDS_DIR": str(seeds),
+                                  "RAG_MULTILINGUAL": "false"})
+    assert out.returncode == 0, out.stderr
+    assert "indexed 19 papers" in out.stdout and " chunks in " in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["frobnicate"], ["search"], ["search", "q", "-k", "0"], ["search", "q", "-k", "x"],
+     ["serve", "--port", "99999"]],
+)
+def test_bad_arguments_print_usage_and_exit_2(args):
+    out = rag(*args)
+    assert out.returncode == 2
+    assert "usage: rag" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_library_errors_are_messages_not_tracebacks(tmp_path):
+    out = rag("search", "anything", env={"RAG_SEEDS_DIR": str(tmp_path)})
+    assert out.returncode == 1
+    assert out.stderr.startswith("rag: ") and "no seed files" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = rag("search", "anything", env={"RAG_INDEX_DIR": str(tmp_path / "none"), "RAG_SEEDS_DIR": str(SEEDS)})
+    assert out.returncode == 1 and "rag index" in out.stderr
+    out = rag("search", "anything", env={"RAG_K": "500"})
+    assert out.returncode == 2 and "invalid configuration" in out.stderr

