@@ -77,6 +77,35 @@ def cmd_search(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_ask(args, settings: Settings) -> int:
+    from .assistant import Answer, Assistant
+    from .corpus import load_corpus
+    from .index import load_index
+
+    history = []
+    for turn in args.history or []:
+        role, _, content = turn.partition(":")
+        if role not in ("user", "assistant") or not content.strip():
+            raise RagError(f"--history takes ROLE:TEXT with ROLE user or assistant, got {turn!r}")
+        history.append({"role": role, "content": content.strip()})
+    assistant = Assistant(load_index(settings, load_corpus(settings.seeds_dir)), settings)
+    answer = None
+    for piece in assistant.stream(args.question, history, args.k):
+        if isinstance(piece, Answer):
+            answer = piece
+        elif args.stream and not args.json:
+            print(piece, end="", flush=True)
+    if args.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    print("" if args.stream else answer.text)
+    if answer.citations:
+        print("\nSources:")
+        for c in answer.citations:
+            print(f"  [{c.n}] {c.name} ({c.paper_id})")
+    return 0
+
+
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
@@ -111,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-k", type=_k, default=None, help="number of papers (1-50)")
     search.add_argument("--json", action="store_true", help="print the /search JSON")
     search.set_defaults(run=cmd_search)
+
+    ask = sub.add_parser("ask", help="answer a question with citations")
+    ask.add_argument("question")
+    ask.add_argument("-k", type=_k, default=None, help="papers to retrieve (1-50)")
+    ask.add_argument("--history", action="append", metavar="ROLE:TEXT",
+                     help="an earlier turn, e.g. --history 'user:How does Jacobi Forcing work?'")
+    ask.add_argument("--json", action="store_true", help="print the /ask JSON")
+    ask.add_argument("--stream", action="store_true", help="print the answer as it is produced")
+    ask.set_defaults(run=cmd_ask)
 
     serve = sub.add_parser("serve", help="start the HTTP service (builds the index when needed)")
     serve.add_argument("--host", default=None)

@@ -4,14 +4,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True)
 
     # corpus and index
     seeds_dir: Path = PROJECT_ROOT / "seeds"
@@ -33,6 +33,29 @@ class Settings(BaseSettings):
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
     bm25_weight: float = Field(1.0, ge=0, description="Weight of BM25 in the fusion (English questions).")
     dense_weight: float = Field(1.0, ge=0, description="Weight of the dense retriever in the fusion.")
+
+    # answers
+    generator: Literal["auto", "llm", "extractive"] = Field(
+        "auto", description="auto: the LLM when an endpoint is configured, else extractive."
+    )
+    llm_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("RAG_LLM_BASE_URL", "OPENAI_BASE_URL"),
+        description="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
+    )
+    llm_api_key: str | None = Field(None, validation_alias=AliasChoices("RAG_LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
+    llm_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM call is abandoned.")
+    llm_max_retries: int = Field(1, ge=0, le=5)
+    llm_max_tokens: int = Field(400, ge=16, le=4096)
+    llm_fallback: bool = Field(True, description="Answer extractively (marked as such) when the LLM fails.")
+    answer_sources: int = Field(5, ge=1, le=10, description="Retrieved papers handed to the generator.")
+    abstain_below: float = Field(
+        0.33, description="Abstain when the best dense cosine (MiniLM) is below this and few question words match."
+    )
+    abstain_below_multilingual: float = Field(0.80, description="The same for multilingual-e5 questions.")
+    support_threshold: float = Field(
+        0.5, description="A cited sentence needs this lexical overlap or cosine with its source."
+    )
 
     # service
     host: str = "127.0.0.1"

@@ -41,3 +41,47 @@ class Health(BaseModel):
     chunks: int
     embedding_model: str
     generator: str
+
+
+class Turn(BaseModel):
+    role: str = Field(..., pattern="^(user|assistant)$")
+    content: str = Field(..., max_length=20000)
+
+
+class AskRequest(BaseModel):
+    question: str = Field(..., examples=["What speedup does Jacobi Forcing report?"])
+    history: list[Turn] = Field(default_factory=list, max_length=20, description="Earlier turns, oldest first.")
+    k: int = Field(5, ge=1, le=50)
+    stream: bool = Field(False, description="Answer as a text/event-stream of token, citations, done events.")
+
+    _trimmed = field_validator("question")(SearchRequest._trimmed.__func__)
+
+
+class CitationOut(BaseModel):
+    n: int
+    paper_id: str
+    name: str
+    text: str
+    snippet: str
+
+
+class AskResponse(BaseModel):
+    answer: str
+    citations: list[CitationOut]
+    abstained: bool
+    query: str
+    generator: str
+    fallback: bool
+    timings: dict[str, float]
+
+
+class PaperOut(BaseModel):
+    paper_id: str
+    name: str
+    text: str
+    code_url: str | None
+    sources: list[str]
+
+
+class PapersResponse(BaseModel):
+    papers: list[PaperOut]

@@ -110,3 +110,10 @@ def server_url(index_dir):
     yield url
     proc.terminate()
     proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def assistant(loaded_index, settings):
+    from rag.assistant import Assistant
+
+    return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive"}))

@@ -80,3 +80,24 @@ def test_library_errors_are_messages_not_tracebacks(tmp_path):
     assert out.returncode == 1 and "rag index" in out.stderr
     out = rag("search", "anything", env={"RAG_K": "500"})
     assert out.returncode == 2 and "invalid configuration" in out.stderr
+
+
+def test_ask_prints_the_answer_and_numbered_sources(env):
+    out = rag("ask", "What speedup does Jacobi Forcing report?", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "3.8" in out.stdout and "[1]" in out.stdout
+    assert "Sources:\n  [1] Jacobi Forcing" in out.stdout
+
+
+def test_ask_json_follow_up_and_stream(env):
+    out = rag("ask", "What speedup does it report?", "--history", "user:How does Jacobi Forcing work?", "--json",
+              env=env)
+    body = json.loads(out.stdout)
+    assert body["citations"][0]["name"] == "Jacobi Forcing" and "Jacobi Forcing" in body["query"]
+    out = rag("ask", "What is MedMosaic?", "--stream", env=env)
+    assert out.returncode == 0 and "MedMosaic" in out.stdout and "Sources:" in out.stdout
+
+
+def test_ask_rejects_a_bad_history_turn(env):
+    out = rag("ask", "What is it?", "--history", "robot:hello", env=env)
+    assert out.returncode == 1 and "ROLE:TEXT" in out.stderr and "Traceback" not in out.stderr

@@ -1,5 +1,7 @@
 """The service on a real uvicorn, over loopback."""
 
+import json
+
 import httpx
 
 
@@ -26,3 +28,49 @@ def test_bad_search_requests_answer_4xx_with_an_error_object(server_url):
         assert set(response.json()["error"]) == {"code", "message"}
     response = httpx.get(f"{server_url}/nowhere")
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+
+
+def test_ask_answers_with_citations(server_url):
+    response = httpx.post(f"{server_url}/ask", json={"question": "What speedup does Jacobi Forcing report?"}, timeout=60)
+    assert response.status_code == 200
+    body = response.json()
+    assert not body["abstained"] and "3.8" in body["answer"]
+    assert body["citations"][0]["name"] == "Jacobi Forcing" and body["citations"][0]["n"] == 1
+    assert set(body["timings"]) >= {"retrieve", "generate", "total"}
+
+
+def test_ask_streams_server_sent_events(server_url):
+    events = []
+    with httpx.stream("POST", f"{server_url}/ask", json={"question": "What is MedMosaic?", "stream": True},
+                      timeout=60) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                events.append((event, json.loads(line[6:])))
+    kinds = [e for e, _ in events]
+    assert kinds[-2:] == ["citations", "done"] and kinds.count("token") > 5
+    text = "".join(d["text"] for e, d in events if e == "token")
+    assert text.strip() == events[-1][1]["answer"]
+    assert "MedMosaic" in [c["name"] for c in events[-2][1]["citations"]]
+
+
+def test_ask_with_history_and_an_off_corpus_question(server_url):
+    history = [{"role": "user", "content": "How does Jacobi Forcing work?"},
+               {"role": "assistant", "content": "It post-trains a causal multi-token predictor [1]."}]
+    body = httpx.post(f"{server_url}/ask", json={"question": "What speedup does it report?", "history": history},
+                      timeout=60).json()
+    assert body["citations"][0]["name"] == "Jacobi Forcing"
+    body = httpx.post(f"{server_url}/ask", json={"question": "Who won the 2022 FIFA World Cup?"}, timeout=60).json()
+    assert body["abstained"] and body["citations"] == []
+
+
+def test_papers_list_and_one_paper(server_url):
+    papers = httpx.get(f"{server_url}/papers").json()["papers"]
+    assert len(papers) == 86
+    one = httpx.get(f"{server_url}/papers/{papers[0]['paper_id']}").json()
+    assert one == papers[0]
+    missing = httpx.get(f"{server_url}/papers/000000000000")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "paper_not_found"

@@ -1,0 +1,144 @@
+"""Citation markers in an answer: parsed, checked against the sources, renumbered.
+
+`[n]`, `[1, 3]`, `[1-2]` and `[1][2]` are understood. A marker that points to no source, or
+whose sentence its source does not support, never reaches the user; the remaining sources are
+numbered 1..m in order of first use. Works incrementally so a streamed answer can be cleaned as
+it arrives: plain text passes through at once, and from the first `[` of a sentence the rest of
+that sentence waits until the sentence ends and its markers have been checked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;\-–]|and)\s*\d{1,3})*)\s*\]")
+# A sentence ends at . ! ? followed by whitespace (so "3.5" is not an end), or at CJK punctuation.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+STOPWORDS = frozenset(
+    """a an the of in on for to and or but with by from as at is are was were be been being this that these
+    those it its they their them we our us you your i he she his her which what who whom whose how why when
+    where does do did can could should would may might will shall not no than then so such into over under
+    about also more most very much many paper papers method methods approach model models propose proposed
+    using use used based show shows shown new work study""".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS and len(w) > 1}
+
+
+def lexical_support(sentence: str, source: str) -> float:
+    """Share of the sentence's content words that occur in the source."""
+    words = content_words(MARKER.sub(" ", sentence))
+    if not words:
+        return 1.0
+    return len(words & content_words(source)) / len(words)
+
+
+def parse_marker(body: str) -> list[int]:
+    """'1, 3' -> [1, 3]; '2-4' -> [2, 3, 4] (ranges capped at 10 numbers)."""
+    numbers: list[int] = []
+    for part in re.split(r"\s*(?:[,;]|and)\s*", body):
+        bounds = re.split(r"\s*[\-–]\s*", part)
+        if len(bounds) == 2 and bounds[0].isdigit() and bounds[1].isdigit():
+            lo, hi = int(bounds[0]), int(bounds[1])
+            numbers.extend(range(lo, min(hi, lo + 9) + 1) if lo <= hi else [])
+        elif part.strip().isdigit():
+            numbers.append(int(part))
+    return numbers
+
+
+@dataclass
+class Citation:
+    n: int
+    paper_id: str
+    name: str
+    text: str
+    snippet: str
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "paper_id": self.paper_id, "name": self.name, "text": self.text, "snippet": self.snippet}
+
+
+@dataclass
+class CitationTracker:
+    """Feed answer text in pieces; get back text safe to show, with checked, renumbered markers.
+
+    `sources` are the hits handed to the generator, numbered from 1. `support(sentence, hit)`
+    returns (score, best source sentence); a citation scoring under `threshold` is dropped.
+    """
+
+    sources: list
+    support: Callable[[str, object], tuple[float, str]]
+    threshold: float
+    citations: list[Citation] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)
+    _renumber: dict[int, int] = field(default_factory=dict)
+    _pending: str = ""  # text of the current sentence not yet released
+    _held: bool = False  # the current sentence has a "[" and waits for its end
+
+    def feed(self, piece: str) -> str:
+        out = []
+        self._pending += piece
+        while True:
+            end = _SENTENCE_END.search(self._pending)
+            if "[" in self._pending and (end is None or self._pending.index("[") < end.start()):
+                self._held = True
+            if end is None:
+                break
+            sentence, self._pending = self._pending[: end.end()], self._pending[end.end():]
+            out.append(self._resolve(sentence))
+            self._held = False
+        if not self._held and self._pending:
+            # Release plain text now, keeping a possible "[" start and the last word back.
+            cut = self._pending.rfind(" ")
+            if cut > 0:
+                out.append(self._pending[:cut])
+                self._pending = self._pending[cut:]
+        return "".join(out)
+
+    def finish(self) -> str:
+        rest, self._pending, self._held = self._pending, "", False
+        return self._resolve(rest) if rest else ""
+
+    def _resolve(self, sentence: str) -> str:
+        if not MARKER.search(sentence):
+            return sentence
+
+        def replace(match: re.Match) -> str:
+            kept = []
+            for number in parse_marker(match.group(1)):
+                if not 1 <= number <= len(self.sources):
+                    self.dropped.append(number)
+                    continue
+                new = self._cite(number, sentence)
+                if new is not None and new not in kept:
+                    kept.append(new)
+            return "".join(f"[{n}]" for n in kept)
+
+        merged = re.sub(r"(?<=\d)\s*\]\s*\[\s*(?=\d)", ", ", sentence)  # [1][2] -> [1, 2]
+        cleaned = MARKER.sub(replace, merged)
+        cleaned = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
+        return cleaned
+
+    def _cite(self, number: int, sentence: str) -> int | None:
+        hit = self.sources[number - 1]
+        score, snippet = self.support(MARKER.sub(" ", sentence).strip(), hit)
+        if score < self.threshold:
+            self.dropped.append(number)
+            return None
+        if number not in self._renumber:
+            self._renumber[number] = len(self._renumber) + 1
+            paper = hit.paper
+            self.citations.append(Citation(self._renumber[number], paper.paper_id, paper.name, paper.text, snippet))
+        return self._renumber[number]
+
+
+def clean_answer(text: str, sources: list, support, threshold: float) -> tuple[str, list[Citation], list[int]]:
+    """The whole-text form of CitationTracker: (clean text, citations, dropped numbers)."""
+    tracker = CitationTracker(sources, support, threshold)
+    cleaned = tracker.feed(text) + tracker.finish()
+    return cleaned.strip(), tracker.citations, tracker.dropped
