@@ -14,24 +14,23 @@ from .config import Settings
 from .errors import RagError
 
 
-def _k(value: str) -> int:
-    try:
-        k = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if not 1 <= k <= 50:
-        raise argparse.ArgumentTypeError("k must be between 1 and 50")
-    return k
+def _bounded(name: str, low: int, high: int):
+    """An argparse type for a whole number in [low, high]."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}")
+        return number
+
+    return parse
 
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError("port must be between 1 and 65535")
-    return port
+_k = _bounded("k", 1, 50)
+_port = _bounded("port", 1, 65535)
 
 
 def cmd_index(args, settings: Settings) -> int:
@@ -153,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the HTTP service (builds the index when needed)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=_port, default=None)
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--workers", type=_bounded("workers", 1, 64), default=1)
     serve.set_defaults(run=cmd_serve)
     return parser
 
