@@ -82,8 +82,8 @@ class Assistant:
         if not _FOLLOW_UP.search(question) and len(content_words(question)) > 3:
             return question
         last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
-        names = [p.name for p in self.index.corpus.papers if not p.name.endswith("…") and p.name in last_answer]
-        return " ".join([question, users[-1], *names[:3]])
+        named = [p.name for p in self.index.corpus.papers if names(p.name, last_answer)]
+        return " ".join([question, users[-1], *named[:3]])
 
     # -- abstention ---------------------------------------------------------------------------
 
@@ -102,8 +102,8 @@ class Assistant:
         return not words or len(words & covered) / len(words) < 0.75
 
     def abstention(self, hits: list[Hit]) -> str:
-        names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]
-        closest = prompts.ABSTAIN_CLOSEST.format(names=", ".join(names)) if names else ""
+        closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]
+        closest = prompts.ABSTAIN_CLOSEST.format(names=", ".join(closest_names)) if closest_names else ""
         return prompts.ABSTAIN + closest
 
     # -- citations ----------------------------------------------------------------------------

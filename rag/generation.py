@@ -65,7 +65,6 @@ def stems(words: set[str]) -> set[str]:
 def third_person(sentence: str) -> str:
     """Drop a connective opening and say "the authors" for "we", so a sentence reads as an answer."""
     text = _LEAD_IN.sub("", sentence.replace("**", "")).strip()
-    text = re.sub(r"^We\b|^we\b", "The authors", text)
     text = re.sub(r"\bwe\b", "the authors", text)
     text = re.sub(r"\bWe\b", "The authors", text)
     text = re.sub(r"\bour\b", "their", text)

@@ -32,7 +32,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         index = await run_in_threadpool(load_index, settings)
         app.state.index = index
         app.state.assistant = Assistant(index, settings)
-        app.state.retriever = app.state.assistant.retriever
         yield
 
     app = FastAPI(title="icml-rag", version="0.1.0", lifespan=lifespan)
@@ -73,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/search", response_model=SearchResponse)
     async def search(body: SearchRequest, request: Request):
-        result = await run_in_threadpool(request.app.state.retriever.search, body.query, body.k)
+        result = await run_in_threadpool(request.app.state.assistant.retriever.search, body.query, body.k)
         return {"results": [hit.to_dict() for hit in result.hits]}
 
     @app.post("/ask", response_model=AskResponse)

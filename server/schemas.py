@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, Field
+
+
+def _trimmed(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > 2000:
+        raise ValueError("must be at most 2000 characters")
+    return value
+
+
+Question = Annotated[str, AfterValidator(_trimmed)]
+"""1 to 2,000 characters after trimming."""
 
 
 class SearchRequest(BaseModel):
-    query: str = Field(..., description="What to look for.", examples=["rotary embeddings for vision transformers"])
+    query: Question = Field(..., description="What to look for.", examples=["rotary embeddings for vision transformers"])
     k: int = Field(5, ge=1, le=50, description="Number of papers to return.")
-
-    @field_validator("query")
-    @classmethod
-    def _trimmed(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("must not be empty")
-        if len(value) > 2000:
-            raise ValueError("must be at most 2000 characters")
-        return value
 
 
 class SearchResult(BaseModel):
@@ -49,12 +54,10 @@ class Turn(BaseModel):
 
 
 class AskRequest(BaseModel):
-    question: str = Field(..., examples=["What speedup does Jacobi Forcing report?"])
+    question: Question = Field(..., examples=["What speedup does Jacobi Forcing report?"])
     history: list[Turn] = Field(default_factory=list, max_length=20, description="Earlier turns, oldest first.")
     k: int = Field(5, ge=1, le=50)
     stream: bool = Field(False, description="Answer as a text/event-stream of token, citations, done events.")
-
-    _trimmed = field_validator("question")(SearchRequest._trimmed.__func__)
 
 
 class CitationOut(BaseModel):
