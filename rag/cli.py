@@ -35,16 +35,15 @@ _port = _bounded("port", 1, 65535)
 
 def cmd_index(args, settings: Settings) -> int:
     from .corpus import load_corpus
-    from .index import build_index, check_manifest, current_build, read_manifest
+    from .index import build_index, stale_reason
 
     corpus = load_corpus(settings.seeds_dir)
     if args.if_needed:
-        try:
-            check_manifest(read_manifest(current_build(settings)), settings, corpus)
+        reason = stale_reason(settings, corpus)
+        if reason is None:
             print(f"index is up to date ({settings.index_dir})")
             return 0
-        except RagError as reason:
-            print(f"building the index: {reason}")
+        print(f"building the index: {reason}")
     started = time.perf_counter()
     build = build_index(corpus, settings, show_progress=not args.quiet)
     manifest = json.loads((build / "manifest.json").read_text())
@@ -109,11 +108,14 @@ def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
     from .corpus import load_corpus
-    from .index import ensure_index
+    from .index import build_index, stale_reason
 
-    _, built = ensure_index(settings, load_corpus(settings.seeds_dir), show_progress=True)
-    if built:
-        print(f"built the index under {settings.index_dir}")
+    # Build here when needed, but load nothing: each uvicorn worker loads the index itself.
+    corpus = load_corpus(settings.seeds_dir)
+    reason = stale_reason(settings, corpus)
+    if reason is not None:
+        print(f"building the index: {reason}")
+        build_index(corpus, settings, show_progress=True)
     uvicorn.run(
         "server.app:create_app",
         factory=True,

@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     # service
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    api_key: str | None = Field(
+        None, description="When set, every route but /health and / needs `Authorization: Bearer KEY`."
+    )
+    cors_origins: list[str] = Field(default_factory=list, description='Allowed browser origins, e.g. ["http://localhost:3000"].')
+    max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
+    model_id: str = Field("icml-rag", description="The model name /v1/models reports to OpenAI-style clients.")
 
 
 @lru_cache

@@ -266,10 +266,18 @@ def load_index(settings: Settings, corpus: Corpus | None = None) -> LoadedIndex:
     )
 
 
+def stale_reason(settings: Settings, corpus: Corpus) -> str | None:
+    """Why the current index cannot serve `corpus` under `settings`, or None when it can."""
+    try:
+        check_manifest(read_manifest(current_build(settings)), settings, corpus)
+    except (IndexNotFoundError, IndexStaleError, IndexCorruptError) as exc:
+        return str(exc)
+    return None
+
+
 def ensure_index(settings: Settings, corpus: Corpus, show_progress: bool = False) -> tuple[LoadedIndex, bool]:
     """Load the index, building it first when it is missing, stale or damaged."""
-    try:
-        return load_index(settings, corpus), False
-    except (IndexNotFoundError, IndexStaleError, IndexCorruptError):
+    built = stale_reason(settings, corpus) is not None
+    if built:
         build_index(corpus, settings, show_progress=show_progress)
-        return load_index(settings, corpus), True
+    return load_index(settings, corpus), built

@@ -1,50 +1,168 @@
-"""FastAPI app: the index and models load once at start-up; routes call the library."""
+"""FastAPI app: the index and models load once, in the background at start-up; routes call the
+library off the event loop; every error answers `{"error": {"code", "message"}}`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import secrets
+import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.config import Settings, get_settings
 from rag.errors import GeneratorError, GeneratorTimeout, QueryError, RagError
 
+from . import openai_compat
 from .schemas import AskRequest, AskResponse, Health, PaperOut, PapersResponse, SearchRequest, SearchResponse
 
+log = logging.getLogger("rag.http")
+STATIC = Path(__file__).parent / "static"
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+class ApiError(Exception):
+    """An HTTP error with its status, code and message, raised from dependencies and routes."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+def _error(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+class LimitsAndLogging:
+    """ASGI middleware: refuses bodies over the limit (declared or streamed) with 413, and logs
+    one structured line per request: method, route, status, milliseconds; never the question."""
+
+    def __init__(self, app, max_body_bytes: int):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = {"code": 500}
+        too_large = _error(413, "body_too_large", f"request body is over {self.max_body_bytes} bytes")
+
+        async def send_logged(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        try:
+            oversized = int(declared) > self.max_body_bytes
+        except ValueError:
+            oversized = True
+        if oversized:
+            await too_large(scope, receive, send_logged)
+        else:
+            received = 0
+
+            async def receive_limited():
+                nonlocal received
+                message = await receive()
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    # FastAPI passes an HTTPException raised while reading the body through as is.
+                    raise HTTPException(413, f"request body is over {self.max_body_bytes} bytes")
+                return message
+
+            await self.app(scope, receive_limited, send_logged)
+        route = scope.get("route")
+        log.info(
+            json.dumps(
+                {
+                    "method": scope["method"],
+                    "route": getattr(route, "path", scope["path"]),
+                    "status": status["code"],
+                    "ms": round((time.perf_counter() - started) * 1000, 1),
+                }
+            )
+        )
+
+
+def _configure_logging() -> None:
+    """uvicorn configures only its own loggers: give ours a handler once per process."""
+    logger = logging.getLogger("rag")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    _configure_logging()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        """Load in the background so /health can answer 503 "loading" until the index is ready."""
         from rag.assistant import Assistant
         from rag.index import load_index
 
-        index = await run_in_threadpool(load_index, settings)
-        app.state.index = index
-        app.state.assistant = Assistant(index, settings)
-        yield
+        app.state.assistant = None
+        app.state.load_error = None
 
-    app = FastAPI(title="icml-rag", version="0.1.0", lifespan=lifespan)
+        def load():
+            try:
+                app.state.assistant = Assistant(load_index(settings), settings)
+                log.info(json.dumps({"event": "ready", "index": str(app.state.assistant.index.path)}))
+            except Exception as exc:  # kept and reported by /health; the service stays up
+                app.state.load_error = exc if isinstance(exc, RagError) else RagError(f"cannot load the index: {exc}")
+                log.error(json.dumps({"event": "load_failed", "error": str(app.state.load_error)}))
+
+        task = asyncio.create_task(run_in_threadpool(load))
+        yield
+        task.cancel()
+
+    app = FastAPI(
+        title="icml-rag",
+        version="0.1.0",
+        description="Questions about the ICML 2026 abstracts, answered with checked citations.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(LimitsAndLogging, max_body_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+
+    # -- errors -------------------------------------------------------------------------------
+
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError):
+        return _error(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        first = exc.errors()[0] if exc.errors() else {}
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":
+            return _error(400, "invalid_json", "the request body is not valid JSON")
         where = ".".join(str(p) for p in first.get("loc", []) if p != "body")
-        return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid request')}".strip(": "))
+        message = first.get("msg", "invalid request").removeprefix("Value error, ")
+        return _error(422, "invalid_request", f"{where}: {message}" if where else message)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
-        codes = {404: "not_found", 405: "method_not_allowed"}
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
     @app.exception_handler(QueryError)
@@ -59,69 +177,138 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _rag(request: Request, exc: RagError):
         return _error(503, exc.code, str(exc))
 
-    @app.get("/health", response_model=Health)
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return _error(500, "internal_error", "internal error; it has been logged")
+
+    # -- dependencies -------------------------------------------------------------------------
+
+    def authorised(request: Request) -> None:
+        if not settings.api_key:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip(), settings.api_key):
+            raise ApiError(401, "unauthorized", "this service needs `Authorization: Bearer <RAG_API_KEY>`",
+                           {"WWW-Authenticate": "Bearer"})
+
+    def assistant(request: Request):
+        if request.app.state.assistant is None:
+            error = request.app.state.load_error
+            if error is not None:
+                raise ApiError(503, error.code, str(error))
+            raise ApiError(503, "loading", "the index is still loading; retry in a few seconds",
+                           {"Retry-After": "2"})
+        return request.app.state.assistant
+
+    # -- open routes --------------------------------------------------------------------------
+
+    @app.get("/health", response_model=Health, responses={503: {"description": "loading or no usable index"}})
     async def health(request: Request):
-        index = request.app.state.index
+        ready = assistant(request)
         return Health(
             status="ok",
-            papers=len(index.corpus),
-            chunks=index.chunks,
-            embedding_model=index.manifest["embedding_model"],
-            generator=request.app.state.assistant.generator.name,
+            papers=len(ready.index.corpus),
+            chunks=ready.index.chunks,
+            embedding_model=ready.index.manifest["embedding_model"],
+            generator=ready.generator.name,
         )
 
-    @app.post("/search", response_model=SearchResponse)
-    async def search(body: SearchRequest, request: Request):
-        result = await run_in_threadpool(request.app.state.assistant.retriever.search, body.query, body.k)
+    @app.get("/", include_in_schema=False)
+    async def page():
+        index = STATIC / "index.html"
+        if not index.is_file():
+            raise ApiError(404, "not_found", "the chat page is not installed")
+        return FileResponse(index)
+
+    # -- routes behind the API key ------------------------------------------------------------
+
+    api = APIRouter(dependencies=[Depends(authorised)])
+
+    @api.post("/search", response_model=SearchResponse)
+    async def search(body: SearchRequest, ready=Depends(assistant)):
+        result = await run_in_threadpool(ready.retriever.search, body.query, body.k)
         return {"results": [hit.to_dict() for hit in result.hits]}
 
-    @app.post("/ask", response_model=AskResponse)
-    async def ask(body: AskRequest, request: Request):
-        assistant = request.app.state.assistant
+    @api.post("/ask", response_model=AskResponse,
+              responses={200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"}})
+    async def ask(body: AskRequest, request: Request, ready=Depends(assistant)):
         history = [turn.model_dump() for turn in body.history]
         if not body.stream:
-            answer = await run_in_threadpool(assistant.ask, body.question, history, body.k)
+            answer = await run_in_threadpool(ready.ask, body.question, history, body.k)
             return answer.to_dict()
-        return StreamingResponse(
-            _events(assistant, body.question, history, body.k),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return _event_stream(_ask_events(ready.stream(body.question, history, body.k), request))
 
-    @app.get("/papers", response_model=PapersResponse)
-    async def papers(request: Request):
-        return {"papers": [p.to_dict() for p in request.app.state.index.corpus.papers]}
+    @api.get("/papers", response_model=PapersResponse)
+    async def papers(ready=Depends(assistant)):
+        return {"papers": [p.to_dict() for p in ready.index.corpus.papers]}
 
-    @app.get("/papers/{paper_id}", response_model=PaperOut)
-    async def paper(paper_id: str, request: Request):
-        found = request.app.state.index.corpus.get(paper_id)
+    @api.get("/papers/{paper_id}", response_model=PaperOut, responses={404: {"description": "no such paper"}})
+    async def paper(paper_id: str, ready=Depends(assistant)):
+        found = ready.index.corpus.get(paper_id)
         if found is None:
-            return _error(404, "paper_not_found", f"no paper with id {paper_id!r}")
+            raise ApiError(404, "paper_not_found", f"no paper with id {paper_id!r}")
         return found.to_dict()
 
+    @api.get("/v1/models")
+    async def models():
+        return openai_compat.models(settings.model_id)
+
+    @api.post("/v1/chat/completions")
+    async def chat_completions(body: openai_compat.ChatCompletionRequest, request: Request, ready=Depends(assistant)):
+        if not body.stream:
+            answer = await run_in_threadpool(ready.ask, body.question(), body.history())
+            return openai_compat.completion(answer, settings.model_id)
+        pieces = ready.stream(body.question(), body.history())
+        return _event_stream(_chat_chunks(pieces, request, openai_compat.ChunkWriter(settings.model_id)))
+
+    app.include_router(api)
     return app
+
+
+def _event_stream(events) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _pieces(stream, request: Request):
+    """Drive the assistant's blocking generator in worker threads; stop when the client leaves."""
+    done = object()
+    try:
+        while not await request.is_disconnected():
+            piece = await run_in_threadpool(next, stream, done)
+            if piece is done:
+                return
+            yield piece
+    finally:
+        stream.close()
 
 
 def _sse(event: str, data: dict) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _events(assistant, question: str, history: list[dict], k: int):
-    """The answer as server-sent events; the blocking generator runs in worker threads."""
+async def _ask_events(stream, request: Request):
     from rag.assistant import Answer
 
-    pieces = assistant.stream(question, history, k)
-    done = object()
-    while True:
-        try:
-            piece = await run_in_threadpool(next, pieces, done)
-        except RagError as exc:
-            yield _sse("error", {"code": exc.code, "message": str(exc)})
-            return
-        if piece is done:
-            return
-        if isinstance(piece, Answer):
-            yield _sse("citations", {"citations": [c.to_dict() for c in piece.citations]})
-            yield _sse("done", piece.to_dict())
-        else:
-            yield _sse("token", {"text": piece})
+    try:
+        async for piece in _pieces(stream, request):
+            if isinstance(piece, Answer):
+                yield _sse("citations", {"citations": [c.to_dict() for c in piece.citations]})
+                yield _sse("done", piece.to_dict())
+            else:
+                yield _sse("token", {"text": piece})
+    except RagError as exc:
+        yield _sse("error", {"code": exc.code, "message": str(exc)})
+
+
+async def _chat_chunks(stream, request: Request, writer):
+    from rag.assistant import Answer
+
+    yield writer.start()
+    try:
+        async for piece in _pieces(stream, request):
+            yield writer.finish(piece) if isinstance(piece, Answer) else writer.text(piece)
+    except RagError as exc:
+        yield writer.error(exc.code, str(exc))
+    yield writer.done()

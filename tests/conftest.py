@@ -77,39 +77,66 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(env: dict, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """Start `uvicorn server.app:create_app` in a subprocess and wait until /health answers."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early:\n{proc.stdout.read()}")
+class Server:
+    """`uvicorn server.app:create_app` in a subprocess; its output goes to a file (a pipe that
+    nobody reads would fill up and block the server)."""
+
+    def __init__(self, env: dict, log_path: Path, args: list[str] | None = None, timeout: float = 120,
+                 until=lambda response: response.status_code == 200):
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        command = args or [sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
+                           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        with open(log_path, "w") as log:
+            self.proc = subprocess.Popen([c.replace("{port}", str(port)) for c in command], cwd=ROOT,
+                                         env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+        self.first_health = self.wait(timeout, until)
+
+    def wait(self, timeout: float, until):
+        """Poll /health until `until(response)`; return the first answer seen (to check "loading")."""
+        first = None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log()}")
+            try:
+                response = httpx.get(f"{self.url}/health", timeout=2)
+                first = first or response
+                if until(response):
+                    self.last_health = response
+                    return first
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server did not reach the expected state in time:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.proc.terminate()
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("server did not become healthy in time")
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def index_env(index_dir: Path, **extra) -> dict:
+    return {"RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS), **extra}
 
 
 @pytest.fixture(scope="session")
-def server_url(index_dir):
-    proc, url = start_server({"RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)})
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+def server(index_dir, tmp_path_factory):
+    running = Server(index_env(index_dir), tmp_path_factory.mktemp("logs") / "server.log")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def server_url(server) -> str:
+    return server.url
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,211 @@
+"""The HTTP contract beyond the happy path: OpenAI compatibility, bad requests, auth, load
+state, concurrency, logging, several workers. Every server here is a real uvicorn process."""
+
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from .conftest import Server, index_env
+
+PAPER_ID = "c9f6ac55caba"  # Spiral RoPE
+LONG = "x" * 2001
+
+# (method, path, request kwargs, expected status, expected error code)
+BAD_REQUESTS = [
+    ("POST", "/search", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "invalid_json"),
+    ("POST", "/search", {"json": {}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": ""}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": "   \n "}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": LONG}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": 42}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": "rope", "k": 0}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": "rope", "k": 51}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": {"query": "rope", "k": "five"}}, 422, "invalid_request"),
+    ("POST", "/search", {"json": ["query", "rope"]}, 422, "invalid_request"),
+    ("POST", "/search", {"content": b'{"query": "' + b"y" * 70_000 + b'"}',
+                         "headers": {"content-type": "application/json"}}, 413, "body_too_large"),
+    ("POST", "/ask", {"json": {"question": ""}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": LONG}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": None}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": "q", "history": [{"role": "user", "content": "x"}] * 21}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": "q", "history": [{"role": "robot", "content": "x"}]}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": "q", "history": "not a list"}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": "q", "k": -1}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": "q", "stream": "maybe"}}, 422, "invalid_request"),
+    ("POST", "/ask", {"content": b"question=hi", "headers": {"content-type": "application/x-www-form-urlencoded"}}, 422, "invalid_request"),
+    ("GET", "/papers/000000000000", {}, 404, "paper_not_found"),
+    ("GET", "/papers/../../etc/passwd", {}, 404, "not_found"),
+    ("GET", "/nowhere", {}, 404, "not_found"),
+    ("GET", "/search", {}, 405, "method_not_allowed"),
+    ("DELETE", "/papers", {}, 405, "method_not_allowed"),
+    ("PUT", "/ask", {"json": {"question": "q"}}, 405, "method_not_allowed"),
+    ("POST", "/v1/chat/completions", {"json": {"messages": []}}, 422, "invalid_request"),
+    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "assistant", "content": "hi"}]}}, 422, "invalid_request"),
+    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "user", "content": ""}]}}, 422, "invalid_request"),
+    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "wizard", "content": "hi"}]}}, 422, "invalid_request"),
+    ("POST", "/v1/chat/completions", {"json": {"model": "icml-rag"}}, 422, "invalid_request"),
+]
+
+
+def test_bad_requests_answer_4xx_with_an_error_object(server):
+    assert len(BAD_REQUESTS) >= 25
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for method, path, kwargs, status, code in BAD_REQUESTS:
+            response = client.request(method, path, **kwargs)
+            assert response.status_code == status, (method, path, response.text)
+            error = response.json()["error"]
+            assert error["code"] == code and error["message"], (method, path, error)
+            assert "Traceback" not in response.text
+        assert client.get("/health").json()["status"] == "ok"
+    assert "Traceback" not in server.log()
+
+
+def test_the_openai_client_non_streaming(server):
+    client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+    assert [m.id for m in client.models.list().data] == ["icml-rag"]
+    reply = client.chat.completions.create(
+        model="icml-rag",
+        messages=[{"role": "system", "content": "You are helpful."},
+                  {"role": "user", "content": "What speedup does Jacobi Forcing report?"}],
+    )
+    text = reply.choices[0].message.content
+    assert "3.8" in text and "[1]" in text
+    assert text.rstrip().endswith("[1] Jacobi Forcing (paper bf7c34110fa6)")
+    assert reply.model_extra["citations"][0]["name"] == "Jacobi Forcing"
+
+
+def test_the_openai_client_streaming_with_history(server):
+    client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+    stream = client.chat.completions.create(
+        model="icml-rag",
+        stream=True,
+        messages=[{"role": "user", "content": "How does Jacobi Forcing work?"},
+                  {"role": "assistant", "content": "It post-trains a causal multi-token predictor [1]."},
+                  {"role": "user", "content": "What speedup does it report?"}],
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert len(chunks) > 5 and "3.8" in text and "Sources:\n[1] Jacobi Forcing" in text
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].model_extra["citations"][0]["name"] == "Jacobi Forcing"
+
+
+def test_the_openapi_page_has_every_route_with_examples(server):
+    assert httpx.get(f"{server.url}/docs").status_code == 200
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    assert {"/health", "/search", "/ask", "/papers", "/papers/{paper_id}", "/v1/chat/completions", "/v1/models"} <= set(spec["paths"])
+    assert "examples" in json.dumps(spec["components"]["schemas"]["AskRequest"])
+
+
+def test_twenty_simultaneous_asks_match_the_sequential_answers(server):
+    questions = [
+        "What speedup does Jacobi Forcing report?", "What is MedMosaic?", "Who won the 2022 FIFA World Cup?",
+        "How many problems are in OMNI-Geometry?", "Which benchmark evaluates agents under noisy environments?",
+    ] * 4
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        def ask(q):
+            response = client.post("/ask", json={"question": q})
+            assert response.status_code == 200
+            body = response.json()
+            return body["answer"], [c["paper_id"] for c in body["citations"]], body["abstained"]
+
+        sequential = [ask(q) for q in questions]
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            concurrent = list(pool.map(ask, questions))
+    assert concurrent == sequential
+
+
+def test_requests_are_logged_without_the_question(server):
+    httpx.post(f"{server.url}/ask", json={"question": "What does the secret word zanzibar mean?"}, timeout=60)
+    lines = [json.loads(line.split(" rag.http ", 1)[1]) for line in server.log().splitlines() if " rag.http " in line
+             and line.split(" rag.http ", 1)[1].startswith("{\"method\"")]
+    assert {"method": "POST", "route": "/ask", "status": 200} in [
+        {k: entry[k] for k in ("method", "route", "status")} for entry in lines
+    ]
+    assert all(entry["ms"] >= 0 for entry in lines)
+    assert "zanzibar" not in server.log()
+
+
+@pytest.fixture(scope="module")
+def keyed_server(index_dir, tmp_path_factory):
+    running = Server(index_env(index_dir, RAG_API_KEY="s3cret", RAG_CORS_ORIGINS='["http://ui.example"]'),
+                     tmp_path_factory.mktemp("keyed") / "server.log")
+    yield running
+    running.stop()
+
+
+def test_with_an_api_key_every_route_but_health_needs_it(keyed_server):
+    url = keyed_server.url
+    assert httpx.get(f"{url}/health").status_code == 200
+    for method, path, body in [("POST", "/search", {"query": "rope"}), ("POST", "/ask", {"question": "rope?"}),
+                               ("GET", "/papers", None), ("GET", f"/papers/{PAPER_ID}", None),
+                               ("GET", "/v1/models", None)]:
+        for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}]:
+            response = httpx.request(method, f"{url}{path}", json=body, headers=headers, timeout=60)
+            assert response.status_code == 401, (path, headers)
+            assert response.json()["error"]["code"] == "unauthorized"
+            assert response.headers["www-authenticate"] == "Bearer"
+        ok = httpx.request(method, f"{url}{path}", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=60)
+        assert ok.status_code == 200, path
+    reply = OpenAI(base_url=f"{url}/v1", api_key="s3cret").chat.completions.create(
+        model="icml-rag", messages=[{"role": "user", "content": "What is MedMosaic?"}])
+    assert "MedMosaic" in reply.choices[0].message.content
+
+
+def test_cors_allows_only_the_configured_origins(keyed_server, server):
+    preflight = {"Origin": "http://ui.example", "Access-Control-Request-Method": "POST"}
+    allowed = httpx.options(f"{keyed_server.url}/search", headers=preflight)
+    assert allowed.headers.get("access-control-allow-origin") == "http://ui.example"
+    other = httpx.options(f"{keyed_server.url}/search", headers={**preflight, "Origin": "http://evil.example"})
+    assert "access-control-allow-origin" not in other.headers
+    default = httpx.get(f"{server.url}/health", headers={"Origin": "http://ui.example"})
+    assert "access-control-allow-origin" not in default.headers
+
+
+def test_health_is_503_while_loading_and_when_there_is_no_index(tmp_path, index_dir):
+    starting = Server(index_env(index_dir), tmp_path / "starting.log")
+    try:
+        first = starting.first_health
+        assert first.status_code == 503 and first.json()["error"]["code"] == "loading"
+        assert first.headers["retry-after"] == "2"
+    finally:
+        starting.stop()
+
+    def loaded_or_failed(response):
+        return response.status_code == 200 or response.json()["error"]["code"] != "loading"
+
+    empty = Server(index_env(tmp_path / "no-index"), tmp_path / "empty.log", until=loaded_or_failed)
+    try:
+        health = empty.last_health
+        assert health.status_code == 503 and health.json()["error"]["code"] == "index_missing"
+        assert "rag index" in health.json()["error"]["message"]
+        search = httpx.post(f"{empty.url}/search", json={"query": "rope"})
+        assert search.status_code == 503 and search.json()["error"]["code"] == "index_missing"
+    finally:
+        empty.stop()
+
+
+def test_rag_serve_runs_several_workers(tmp_path, index_dir):
+    command = [sys.executable, "-m", "rag.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "2"]
+    served = Server(index_env(index_dir), tmp_path / "workers.log", args=command)
+    try:
+        with httpx.Client(base_url=served.url, timeout=60) as client:
+            # Each worker loads the index itself and answers 503 "loading" until it has.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                statuses = {client.get("/health", headers={"Connection": "close"}).status_code for _ in range(20)}
+                if statuses == {200}:
+                    break
+                time.sleep(0.5)
+            for _ in range(30):
+                response = client.post("/search", json={"query": "rotary embeddings for vision transformers"},
+                                       headers={"Connection": "close"})
+                assert response.json()["results"][0]["name"] == "Spiral RoPE"
+        assert served.log().count("Started server process") >= 2
+    finally:
+        served.stop()
