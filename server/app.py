@@ -53,44 +53,46 @@ class LimitsAndLogging:
             return await self.app(scope, receive, send)
         started = time.perf_counter()
         status = {"code": 500}
-        too_large = _error(413, "body_too_large", f"request body is over {self.max_body_bytes} bytes")
 
         async def send_logged(message):
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)
 
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
         try:
-            oversized = int(declared) > self.max_body_bytes
-        except ValueError:
-            oversized = True
-        if oversized:
-            await too_large(scope, receive, send_logged)
-        else:
-            received = 0
+            declared = dict(scope["headers"]).get(b"content-length", b"0")
+            try:
+                oversized = int(declared) > self.max_body_bytes
+            except ValueError:
+                oversized = True
+            if oversized:
+                too_large = _error(413, "body_too_large", f"request body is over {self.max_body_bytes} bytes")
+                await too_large(scope, receive, send_logged)
+            else:
+                received = 0
 
-            async def receive_limited():
-                nonlocal received
-                message = await receive()
-                received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    # FastAPI passes an HTTPException raised while reading the body through as is.
-                    raise HTTPException(413, f"request body is over {self.max_body_bytes} bytes")
-                return message
+                async def receive_limited():
+                    nonlocal received
+                    message = await receive()
+                    received += len(message.get("body", b""))
+                    if received > self.max_body_bytes:
+                        # FastAPI passes an HTTPException raised while reading the body through as is.
+                        raise HTTPException(413, f"request body is over {self.max_body_bytes} bytes")
+                    return message
 
-            await self.app(scope, receive_limited, send_logged)
-        route = scope.get("route")
-        log.info(
-            json.dumps(
-                {
-                    "method": scope["method"],
-                    "route": getattr(route, "path", scope["path"]),
-                    "status": status["code"],
-                    "ms": round((time.perf_counter() - started) * 1000, 1),
-                }
+                await self.app(scope, receive_limited, send_logged)
+        finally:
+            route = scope.get("route")
+            log.info(
+                json.dumps(
+                    {
+                        "method": scope["method"],
+                        "route": getattr(route, "path", scope["path"]),
+                        "status": status["code"],
+                        "ms": round((time.perf_counter() - started) * 1000, 1),
+                    }
+                )
             )
-        )
 
 
 def _configure_logging() -> None:
