@@ -17,12 +17,16 @@ import numpy as np
 from . import prompts
 from .citations import Citation, CitationTracker, content_words, lexical_support
 from .config import Settings
+from .corpus import mentions
 from .embedding import is_cjk
 from .errors import GeneratorError, QueryError
-from .generation import ExtractiveGenerator, Generator, LLMGenerator, make_generator, names
+from .generation import ExtractiveGenerator, Generator, LLMGenerator, make_generator
 from .index import LoadedIndex
 from .retrieval import Hit, Retrieval, Retriever
 
+# Names of things: nuScenes, AlphaFold, QM9, GPT-4, SWE-bench (not plain capitalised words).
+_ENTITY = re.compile(r"(?<![\w-])(?:[A-Za-z]*[a-z][A-Z][\w-]*|[A-Za-z]+\d[\w-]*|[A-Z]{2,}[\w-]*)(?![\w-])")
+_TOKEN = re.compile(r"[\w-]+")
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"
     r"|^(and|also|what about|how about)\b|它|这个|该|这篇|他们|其",
@@ -61,8 +65,13 @@ class Assistant:
         self.index = index
         self.settings = settings
         self.retriever = Retriever(index, settings)
-        self.generator = generator or make_generator(settings)
-        self.extractive = ExtractiveGenerator()
+        texts = [s.text for s in index.sentences]
+        self.generator = generator or make_generator(settings, texts)
+        self.extractive = self.generator if isinstance(self.generator, ExtractiveGenerator) else ExtractiveGenerator(texts)
+        # Every word of the abstracts, with hyphen parts and plural-less forms ("PDEs" -> "PDE").
+        tokens = {t for p in index.corpus.papers for t in _TOKEN.findall(p.text)}
+        parts = {part for t in tokens for part in t.split("-")}
+        self.vocabulary = tokens | parts | {w[:-1] for w in tokens | parts if w.endswith("s")}
 
     # -- follow-ups ---------------------------------------------------------------------------
 
@@ -82,7 +91,7 @@ class Assistant:
         if not _FOLLOW_UP.search(question) and len(content_words(question)) > 3:
             return question
         last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
-        named = [p.name for p in self.index.corpus.papers if names(p.name, last_answer)]
+        named = [p.name for p in self.index.corpus.papers if mentions(last_answer, p.name)]
         return " ".join([question, users[-1], *named[:3]])
 
     # -- abstention ---------------------------------------------------------------------------
@@ -93,13 +102,25 @@ class Assistant:
             return True
         if retrieval.multilingual:
             return retrieval.top_dense < self.settings.abstain_below_multilingual
+        if any(mentions(retrieval.query, h.paper.name) for h in retrieval.hits):
+            return False  # the question names a paper of the corpus
+        if retrieval.top_dense < self.settings.abstain_unknown_below and self.unknown_entities(retrieval.query):
+            return True  # it names a model, dataset or benchmark no abstract mentions
         if retrieval.top_dense >= self.settings.abstain_below:
             return False
-        if any(names(h.paper.name, retrieval.query) for h in retrieval.hits):
-            return False  # the question names a paper of the corpus
         words = content_words(retrieval.query)
         covered = content_words(retrieval.hits[0].paper.text)
         return not words or len(words & covered) / len(words) < 0.75
+
+    def unknown_entities(self, query: str) -> list[str]:
+        """Entity-like tokens of the query that occur in no abstract ("LLM-generated" counts as
+        known when "LLM" is)."""
+        unknown = []
+        for token in _ENTITY.findall(query):
+            base = re.sub(r"-[a-z]+$", "", token)
+            if token not in self.vocabulary and base not in self.vocabulary:
+                unknown.append(token)
+        return unknown
 
     def abstention(self, hits: list[Hit]) -> str:
         closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]

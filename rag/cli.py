@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from .config import Settings
 from .errors import RagError
@@ -27,6 +28,14 @@ def _bounded(name: str, low: int, high: int):
         return number
 
     return parse
+
+
+def _systems(value: str) -> list[str]:
+    systems = [s.strip() for s in value.split(",") if s.strip()]
+    unknown = set(systems) - {"bm25", "dense", "hybrid"}
+    if not systems or unknown:
+        raise argparse.ArgumentTypeError("systems are a comma-separated subset of bm25,dense,hybrid")
+    return systems
 
 
 _k = _bounded("k", 1, 50)
@@ -104,6 +113,29 @@ def cmd_ask(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_eval(args, settings: Settings) -> int:
+    from .corpus import load_corpus
+    from .evaluation import HEADLINE, below_floors, evaluate, load_questions, write_report
+
+    if args.generator:
+        settings = settings.model_copy(update={"generator": args.generator})
+    questions = load_questions(args.questions, load_corpus(settings.seeds_dir))
+    report = evaluate(settings, questions, args.systems, progress=True)
+    out = write_report(report, args.out)
+    systems = list(report["systems"])
+    print(f"{'metric':<22}" + "".join(f"{s:>10}" for s in systems))
+    for key, label in HEADLINE.items():
+        values = [report["systems"][s]["overall"][key] for s in systems]
+        print(f"{label:<22}" + "".join(f"{'-' if v is None else f'{v:.3f}':>10}" for v in values))
+    print(f"{len(questions)} questions x {len(systems)} systems in {report['seconds']} s -> {out}/report.md")
+    if args.check:
+        problems = below_floors(report, args.check)
+        for problem in problems:
+            print(f"below floor: {problem}", file=sys.stderr)
+        return 1 if problems else 0
+    return 0
+
+
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
@@ -150,6 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the /ask JSON")
     ask.add_argument("--stream", action="store_true", help="print the answer as it is produced")
     ask.set_defaults(run=cmd_ask)
+
+    from .evaluation import DEFAULT_QUESTIONS, DEFAULT_REPORTS, SYSTEMS
+
+    evaluate = sub.add_parser("eval", help="measure answer quality on a gold question set")
+    evaluate.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS, help="a questions.jsonl file")
+    evaluate.add_argument("--generator", choices=["extractive", "llm"], default=None,
+                          help="default: RAG_GENERATOR (auto)")
+    evaluate.add_argument("--systems", type=_systems, default=list(SYSTEMS),
+                          help="comma-separated subset of bm25,dense,hybrid")
+    evaluate.add_argument("--out", type=Path, default=DEFAULT_REPORTS, help="reports folder")
+    evaluate.add_argument("--check", type=Path, metavar="THRESHOLDS", default=None,
+                          help="exit 1 when a figure is under its floor in this TOML file")
+    evaluate.set_defaults(run=cmd_eval)
 
     serve = sub.add_parser("serve", help="start the HTTP service (builds the index when needed)")
     serve.add_argument("--host", default=None)

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # retrieval
     k: int = Field(5, ge=1, le=50)
     candidates: int = Field(30, ge=5, le=500, description="Chunks each retriever returns before fusion.")
+    retrieval_mode: Literal["hybrid", "dense", "bm25"] = Field(
+        "hybrid", description="hybrid: dense + BM25 (+ multilingual for CJK); dense or bm25 alone are baselines."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
     bm25_weight: float = Field(1.0, ge=0, description="Weight of BM25 in the fusion (English questions).")
     dense_weight: float = Field(1.0, ge=0, description="Weight of the dense retriever in the fusion.")
@@ -53,6 +56,9 @@ class Settings(BaseSettings):
         0.33, description="Abstain when the best dense cosine (MiniLM) is below this and few question words match."
     )
     abstain_below_multilingual: float = Field(0.80, description="The same for multilingual-e5 questions.")
+    abstain_unknown_below: float = Field(
+        0.6, description="Abstain under this cosine when the question names a model, dataset or benchmark no abstract mentions."
+    )
     support_threshold: float = Field(
         0.5, description="A cited sentence needs this lexical overlap or cosine with its source."
     )

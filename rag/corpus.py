@@ -125,6 +125,13 @@ def build_corpus(files) -> Corpus:
     return Corpus(ordered, paragraphs)
 
 
+def mentions(text: str, name: str) -> bool:
+    """True when `text` mentions a paper's real (not fallback) name as a whole word.
+
+    Case-sensitive: names such as SPEED, TOP or GHOST are also ordinary words."""
+    return not name.endswith("…") and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
+
+
 def extract_code_url(text: str) -> str | None:
     match = _URL.search(text)
     if not match:

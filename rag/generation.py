@@ -8,6 +8,7 @@ from the settings.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from typing import Protocol
@@ -15,6 +16,7 @@ from typing import Protocol
 from . import prompts
 from .citations import content_words
 from .config import Settings
+from .corpus import mentions
 from .embedding import is_cjk
 from .errors import GeneratorError, GeneratorTimeout
 from .retrieval import Hit
@@ -32,6 +34,7 @@ _WHICH = re.compile(r"\b(which|what)\s+(paper|papers|method|methods|model|models
 _HOW_MUCH = re.compile(r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b", re.I)
 _NUMBER = re.compile(r"\d")
 _CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
+_CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
 _LEAD_IN = re.compile(
     r"^(?:(?:to (?:address|tackle|overcome|bridge|close|mitigate|solve)[^,]{0,60}|in this (?:work|paper)|here|"
@@ -40,13 +43,6 @@ _LEAD_IN = re.compile(
     r"crucially|empirically|theoretically|consequently|to this end|as a result|instead),\s*)+",
     re.I,
 )
-
-
-def names(name: str, question: str) -> bool:
-    """True when the question mentions the paper's (real, not fallback) name as a word.
-
-    Case-sensitive: names such as SPEED, TOP or GHOST are also ordinary words."""
-    return not name.endswith("…") and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", question) is not None
 
 
 def counts(question_words: set[str], sentence: str) -> bool:
@@ -85,25 +81,45 @@ class ExtractiveGenerator:
     max_sentences = 4
     margin = 0.12  # sentences within this score of the best one join the answer
 
+    def __init__(self, sentences: list[str] = ()):
+        """`sentences`: the corpus's sentences, to weight question words by rarity (IDF), so that
+        "GRPO" or "RMSE" in a question counts for more than "method"."""
+        frequency: dict[str, int] = {}
+        for sentence in sentences:
+            for stem in stems(content_words(sentence)):
+                frequency[stem] = frequency.get(stem, 0) + 1
+        self.idf = {stem: math.log((len(sentences) + 1) / (df + 1)) + 1 for stem, df in frequency.items()}
+        self.unseen_idf = math.log(len(sentences) + 1) + 1
+
+    def overlap(self, question_stems: set[str], sentence: str) -> float:
+        """IDF-weighted share of the question's words that the sentence contains."""
+        if not question_stems:
+            return 0.0
+        weight = lambda stem: self.idf.get(stem, self.unseen_idf)  # noqa: E731
+        shared = question_stems & stems(content_words(sentence))
+        return sum(map(weight, shared)) / sum(map(weight, question_stems))
+
     def select(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[tuple[int, str, float]]:
         # multilingual-e5 cosines are squeezed into a narrow band: scale the margins with it.
         spread = 0.25 if multilingual else 1.0
         wants_number = bool(_HOW_MUCH.search(question))
+        wants_code = bool(_CODE_QUESTION.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
-        named = {n for n, hit in enumerate(sources, start=1) if names(hit.paper.name, question)}
+        named = {n for n, hit in enumerate(sources, start=1) if mentions(question, hit.paper.name)}
         candidates = []
         for n, hit in enumerate(sources, start=1):
             if named and n not in named:
                 continue
-            if n > 1 and not named and hit.dense_score < top_dense - 0.15 * spread:
+            if n > 1 and not named and hit.dense_score < top_dense - 0.05 * spread:
                 continue  # a paper far weaker than the best one does not answer
             # Words naming the paper pick the paper, not the sentence that answers.
             words = content_words(question) - content_words(hit.paper.name)
+            question_stems = stems(words)
             for position, (sentence, cosine) in enumerate(hit.sentence_scores.items()):
-                overlap = len(stems(words) & stems(content_words(sentence))) / len(stems(words)) if words else 0.0
+                overlap = self.overlap(question_stems, sentence)
                 # A sentence of a less relevant paper needs a better sentence score to lead.
-                score = cosine + 0.5 * (hit.dense_score - top_dense) + spread * 0.35 * overlap
+                score = cosine + 0.5 * (hit.dense_score - top_dense) + spread * 0.6 * overlap
                 if position == 0:
                     score -= 0.05 * spread  # an abstract opens with background, not its finding
                 if _CONTRIBUTION.search(sentence) or hit.paper.name in sentence:
@@ -111,7 +127,8 @@ class ExtractiveGenerator:
                 if wants_number and _NUMBER.search(sentence):
                     score += spread * (0.4 if counts(words, sentence) else 0.15)
                 if _BOILERPLATE.search(sentence):
-                    score -= 0.3
+                    # "Code is available at ..." answers a question about code and nothing else.
+                    score += 0.3 if wants_code else -0.3
                 candidates.append((score, n, sentence))
         candidates.sort(key=lambda c: -c[0])
         if not candidates:
@@ -227,8 +244,9 @@ class LLMGenerator:
         return "".join(self.chat(prompts.CONDENSE_SYSTEM, user, 64)).strip().strip('"')
 
 
-def make_generator(settings: Settings) -> Generator:
-    """The generator the settings ask for; `auto` means the LLM only when an endpoint is set."""
+def make_generator(settings: Settings, sentences: list[str]) -> Generator:
+    """The generator the settings ask for; `auto` means the LLM only when an endpoint is set.
+    `sentences` (the corpus's) serve the extractive generator's word weights."""
     if settings.generator == "llm" or (settings.generator == "auto" and settings.llm_base_url):
         return LLMGenerator(settings)
-    return ExtractiveGenerator()
+    return ExtractiveGenerator(sentences)

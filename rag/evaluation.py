@@ -1,0 +1,252 @@
+"""Offline evaluation: a gold question file -> every question through the assistant, once per
+system (BM25 only, dense only, the full hybrid pipeline) -> report.json, report.md, a plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import tomllib
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .config import PROJECT_ROOT, Settings
+from .corpus import Corpus
+from .errors import RagError
+from .metrics import aggregate, citation_metrics, keywords_present, ranking_metrics
+
+QUESTION_TYPES = ("name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup")
+SYSTEMS = ("bm25", "dense", "hybrid")
+DEFAULT_QUESTIONS = PROJECT_ROOT / "eval" / "questions.jsonl"
+DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
+DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"
+# Figures shown in tables and plots, in order, with their labels.
+HEADLINE = {
+    "hit_at_1": "hit@1", "hit_at_5": "hit@5", "mrr": "MRR", "ndcg_at_10": "nDCG@10",
+    "multi_recall_at_10": "multi recall@10", "citation_precision": "citation precision",
+    "citation_support": "citation support", "citation_recall": "citation recall",
+    "sentence_citation_rate": "cited sentences", "keyword_accuracy": "keyword accuracy",
+    "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
+    "false_abstention": "false abstention",
+}
+
+
+def load_questions(path: Path, corpus: Corpus) -> list[dict]:
+    """Read and check a gold file: ids unique, types known, gold papers exist, every keyword
+    verbatim in a gold abstract. Errors name the line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RagError(f"{path}: cannot read the questions ({exc})") from exc
+    questions, seen, problems = [], set(), []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            q = json.loads(line)
+            q.setdefault("history", [])
+            q.setdefault("answer_keywords", [])
+            missing = {"id", "type", "question", "gold"} - set(q)
+            if missing:
+                raise ValueError(f"missing {sorted(missing)}")
+        except (ValueError, AttributeError) as exc:
+            problems.append(f"{where}: not a question object ({exc})")
+            continue
+        if q["id"] in seen:
+            problems.append(f"{where}: duplicate id {q['id']!r}")
+        seen.add(q["id"])
+        if q["type"] not in QUESTION_TYPES:
+            problems.append(f"{where}: type {q['type']!r} is not one of {', '.join(QUESTION_TYPES)}")
+        for pid in q["gold"]:
+            if corpus.get(pid) is None:
+                problems.append(f"{where}: gold paper {pid!r} is not in the corpus")
+        texts = [corpus.get(pid).text for pid in q["gold"] if corpus.get(pid)]
+        for keyword in q["answer_keywords"]:
+            if not any(keyword in text for text in texts):
+                problems.append(f"{where}: keyword {keyword!r} is in no gold abstract")
+        if q["type"] == "unanswerable" and (q["gold"] or q["answer_keywords"]):
+            problems.append(f"{where}: an unanswerable question has no gold papers or keywords")
+        if q["type"] == "followup" and not q["history"]:
+            problems.append(f"{where}: a follow-up needs a history")
+        questions.append(q)
+    if problems:
+        raise RagError("invalid questions file:\n  " + "\n  ".join(problems[:20]))
+    if not questions:
+        raise RagError(f"{path}: no questions")
+    return questions
+
+
+def evaluate_question(assistant, q: dict) -> dict:
+    answer = assistant.ask(q["question"], q["history"])
+    ranking = [h.paper.paper_id for h in assistant.retriever.search(answer.query, 10).hits]
+    citations = [c.to_dict() for c in answer.citations]
+    return {
+        "id": q["id"],
+        "type": q["type"],
+        "question": q["question"],
+        "gold": q["gold"],
+        "keywords": q["answer_keywords"],
+        "ranking": ranking,
+        "retrieval": ranking_metrics(ranking, q["gold"]),
+        "answer": answer.text,
+        "cited": [c["paper_id"] for c in citations],
+        "citations": citation_metrics(answer.text, citations, q["gold"], assistant.settings.support_threshold),
+        "keywords_ok": keywords_present(answer.text, q["answer_keywords"]),
+        "abstained": answer.abstained,
+        "fallback": answer.fallback,
+        "timings": answer.timings,
+    }
+
+
+def evaluate(settings: Settings, questions: list[dict], systems=SYSTEMS, progress: bool = False) -> dict:
+    """Run every question through each system; the index is loaded once and shared."""
+    from tqdm import tqdm
+
+    from .assistant import Assistant
+    from .generation import make_generator
+    from .index import load_index
+
+    index = load_index(settings)
+    generator = make_generator(settings, [s.text for s in index.sentences])
+    report = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "index": {k: index.manifest[k] for k in ("embedding_model", "multilingual_model", "chunk_size", "chunk_overlap", "papers", "chunks")},
+        "generator": generator.name,
+        "questions": len(questions),
+        "systems": {},
+        "records": {},
+    }
+    bar = tqdm(total=len(questions) * len(systems), desc="eval", disable=not progress, unit="q")
+    started = time.perf_counter()
+    for system in systems:
+        assistant = Assistant(index, settings.model_copy(update={"retrieval_mode": system}), generator)
+        records = []
+        for q in questions:
+            records.append(evaluate_question(assistant, q))
+            bar.update()
+        by_type = {t: aggregate([r for r in records if r["type"] == t]) for t in QUESTION_TYPES
+                   if any(r["type"] == t for r in records)}
+        report["systems"][system] = {"overall": aggregate(records), "by_type": by_type}
+        report["records"][system] = records
+    bar.close()
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return report
+
+
+def failures(records: list[dict]) -> list[dict]:
+    """Questions to read: gold missed in the top 5, keywords missing, or a wrong abstention."""
+    out = []
+    for r in records:
+        reasons = []
+        if r["gold"] and not r["retrieval"]["hit_at_5"]:
+            reasons.append("gold not in top 5")
+        if r["gold"] and r["abstained"]:
+            reasons.append("abstained on an answerable question")
+        if not r["gold"] and not r["abstained"]:
+            reasons.append("answered an unanswerable question")
+        if r["gold"] and not r["abstained"] and r["keywords"] and not r["keywords_ok"]:
+            reasons.append("keywords missing")
+        if reasons:
+            out.append({"id": r["id"], "type": r["type"], "question": r["question"], "why": "; ".join(reasons),
+                        "answer": r["answer"]})
+    return out
+
+
+def _cell(value) -> str:
+    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def markdown(report: dict) -> str:
+    systems = list(report["systems"])
+    lines = [
+        f"# Evaluation {report['created']}",
+        "",
+        f"{report['questions']} questions, generator `{report['generator']}`, index {report['index']}, "
+        f"{report['machine']}, {report['seconds']} s.",
+        "",
+        "## Systems",
+        "",
+        "| metric | " + " | ".join(systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
+    for key, label in HEADLINE.items():
+        lines.append(f"| {label} | " + " | ".join(_cell(report["systems"][s]["overall"][key]) for s in systems) + " |")
+    for stage in ("retrieve", "generate", "total"):
+        lines.append(
+            f"| {stage} ms p50 / p95 | "
+            + " | ".join(f"{report['systems'][s]['overall'][f'{stage}_ms_p50']:.1f} / "
+                         f"{report['systems'][s]['overall'][f'{stage}_ms_p95']:.1f}" for s in systems)
+            + " |"
+        )
+    for system in systems:
+        by_type = report["systems"][system]["by_type"]
+        keys = ["questions", "hit_at_1", "hit_at_5", "mrr", "multi_recall_at_10", "citation_precision",
+                "keyword_accuracy", "abstention_recall", "false_abstention"]
+        lines += ["", f"## By question type: {system}", "",
+                  "| type | " + " | ".join(HEADLINE.get(k, k) for k in keys) + " |",
+                  "|---|" + "---|" * len(keys)]
+        for qtype, figures in by_type.items():
+            lines.append(f"| {qtype} | " + " | ".join(_cell(figures[k]) for k in keys) + " |")
+    for system in systems:
+        failed = failures(report["records"][system])
+        lines += ["", f"## Failures: {system} ({len(failed)})", ""]
+        if failed:
+            lines += ["| id | type | why | question | answer |", "|---|---|---|---|---|"]
+            for f in failed:
+                answer = f["answer"].replace("|", "\\|").replace("\n", " ")[:200]
+                lines.append(f"| {f['id']} | {f['type']} | {f['why']} | {f['question'].replace('|', '/')} | {answer} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = list(report["systems"])
+    keys = [k for k in HEADLINE if any(report["systems"][s]["overall"][k] is not None for s in systems)]
+    width = 0.8 / len(systems)
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    for i, system in enumerate(systems):
+        values = [report["systems"][system]["overall"][k] or 0.0 for k in keys]
+        ax.bar([x + i * width for x in range(len(keys))], values, width, label=system)
+    ax.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(keys))])
+    ax.set_xticklabels([HEADLINE[k] for k in keys], rotation=35, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"icml-rag evaluation: {report['questions']} questions, generator {report['generator']}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(report: dict, reports_dir: Path) -> Path:
+    out = Path(reports_dir) / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    (out / "report.md").write_text(markdown(report))
+    plot(report, out / "metrics.png")
+    return out
+
+
+def below_floors(report: dict, thresholds_path: Path = DEFAULT_THRESHOLDS) -> list[str]:
+    """Each figure under its floor in thresholds.toml ([system] metric = floor; names starting
+    with "max_" are ceilings on the metric named after the prefix)."""
+    floors = tomllib.loads(Path(thresholds_path).read_text())
+    problems = []
+    for system, limits in floors.items():
+        figures = report["systems"][system]["overall"]
+        for key, limit in limits.items():
+            if key.startswith("max_"):
+                value = figures[key[4:]]
+                if value is None or value > limit:
+                    problems.append(f"{system} {key[4:]} = {value} is above its ceiling {limit}")
+            elif figures[key] is None or figures[key] < limit:
+                problems.append(f"{system} {key} = {figures[key]} is below its floor {limit}")
+    return problems

@@ -1,0 +1,115 @@
+"""Answer-quality metrics, all computable offline without an LLM.
+
+Per question: retrieval ranks against the gold papers, citations against the gold papers and
+against the cited text (ALCE-style), keywords, abstention. `aggregate` turns a list of
+per-question records into the figures of a report.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from statistics import median
+
+from .citations import MARKER, lexical_support
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[\"'(])|(?<=[。！？])")
+
+
+def ranking_metrics(ranking: list[str], gold: list[str]) -> dict:
+    """hit@1, hit@5, reciprocal rank, nDCG@10 (binary relevance) and recall@10."""
+    gold_set = set(gold)
+    ranks = [i for i, pid in enumerate(ranking[:10], start=1) if pid in gold_set]
+    dcg = sum(1 / math.log2(r + 1) for r in ranks)
+    ideal = sum(1 / math.log2(r + 1) for r in range(1, min(len(gold_set), 10) + 1))
+    return {
+        "hit_at_1": float(bool(ranks) and ranks[0] == 1),
+        "hit_at_5": float(bool(ranks) and ranks[0] <= 5),
+        "rr": 1 / ranks[0] if ranks else 0.0,
+        "ndcg_at_10": dcg / ideal if ideal else 0.0,
+        "recall_at_10": len(ranks) / len(gold_set) if gold_set else 0.0,
+    }
+
+
+def answer_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+
+
+def citation_metrics(text: str, citations: list[dict], gold: list[str], support_threshold: float) -> dict:
+    """Cited papers that are gold, cited sentences their paper supports (lexical overlap), gold
+    papers cited, and answer sentences that carry a citation."""
+    by_n = {c["n"]: c for c in citations}
+    cited = [c["paper_id"] for c in citations]
+    pairs = supported = 0
+    sentences = answer_sentences(text)
+    with_marker = 0
+    for sentence in sentences:
+        numbers = {int(n) for body in MARKER.findall(sentence) for n in re.findall(r"\d+", body)}
+        with_marker += bool(numbers)
+        for n in numbers:
+            if n in by_n:
+                pairs += 1
+                supported += lexical_support(sentence, by_n[n]["text"]) >= support_threshold
+    gold_set = set(gold)
+    return {
+        "cited": len(cited),
+        "cited_gold": sum(pid in gold_set for pid in cited),
+        "pairs": pairs,
+        "pairs_supported": supported,
+        "gold_cited": len(gold_set & set(cited)),
+        "sentences": len(sentences),
+        "sentences_cited": with_marker,
+    }
+
+
+def keywords_present(text: str, keywords: list[str]) -> bool:
+    lowered = text.lower()
+    return all(k.lower() in lowered for k in keywords)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _mean(values) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def aggregate(records: list[dict]) -> dict:
+    """The figures for one system over `records` (each from `evaluation.evaluate_question`)."""
+    answerable = [r for r in records if r["gold"]]
+    unanswerable = [r for r in records if not r["gold"]]
+    multi = [r for r in answerable if r["type"] == "multi"]
+    answered = [r for r in answerable if not r["abstained"]]
+    with_keywords = [r for r in answerable if r["keywords"]]
+    abstained = [r for r in records if r["abstained"]]
+    cit = lambda key: sum(r["citations"][key] for r in answered)  # noqa: E731
+    figures = {
+        "questions": len(records),
+        "hit_at_1": _mean(r["retrieval"]["hit_at_1"] for r in answerable),
+        "hit_at_5": _mean(r["retrieval"]["hit_at_5"] for r in answerable),
+        "mrr": _mean(r["retrieval"]["rr"] for r in answerable),
+        "ndcg_at_10": _mean(r["retrieval"]["ndcg_at_10"] for r in answerable),
+        "multi_recall_at_10": _mean(r["retrieval"]["recall_at_10"] for r in multi),
+        "citation_precision": _ratio(cit("cited_gold"), cit("cited")),
+        "citation_support": _ratio(cit("pairs_supported"), cit("pairs")),
+        "citation_recall": _mean(r["citations"]["gold_cited"] / len(r["gold"]) for r in answered),
+        "sentence_citation_rate": _ratio(cit("sentences_cited"), cit("sentences")),
+        "keyword_accuracy": _mean(float(r["keywords_ok"]) for r in with_keywords),
+        "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),
+        "abstention_recall": _ratio(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
+        "false_abstention": _ratio(sum(r["abstained"] for r in answerable), len(answerable)),
+    }
+    for stage in ("retrieve", "generate", "total"):
+        values = [r["timings"].get(stage, 0.0) for r in records]
+        figures[f"{stage}_ms_p50"] = median(values) if values else 0.0
+        figures[f"{stage}_ms_p95"] = percentile(values, 0.95)
+    return figures

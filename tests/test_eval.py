@@ -1,0 +1,92 @@
+"""The evaluation harness and the CI gate: a regression below eval/thresholds.toml fails here."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rag.errors import RagError
+from rag.evaluation import DEFAULT_QUESTIONS, below_floors, evaluate, load_questions, write_report
+from rag.metrics import citation_metrics, ranking_metrics
+
+from .conftest import ROOT, SEEDS
+
+
+def test_ranking_metrics_by_hand():
+    figures = ranking_metrics(["a", "b", "c", "d"], ["c", "z"])
+    assert figures["hit_at_1"] == 0.0 and figures["hit_at_5"] == 1.0
+    assert figures["rr"] == pytest.approx(1 / 3)
+    assert figures["recall_at_10"] == 0.5
+    assert figures["ndcg_at_10"] == pytest.approx(0.5 / (1 + 1 / 1.5849625))
+
+
+def test_citation_metrics_by_hand():
+    citations = [{"n": 1, "paper_id": "g", "text": "speedup of 3.8x on math"},
+                 {"n": 2, "paper_id": "x", "text": "unrelated words entirely"}]
+    figures = citation_metrics("It reaches a 3.8x speedup on math [1]. Something else [2]. No marker.",
+                               citations, ["g"], 0.5)
+    assert figures == {"cited": 2, "cited_gold": 1, "pairs": 2, "pairs_supported": 1, "gold_cited": 1,
+                       "sentences": 3, "sentences_cited": 2}
+
+
+def test_the_gold_set_is_valid_and_covers_every_type(corpus):
+    questions = load_questions(DEFAULT_QUESTIONS, corpus)
+    assert len(questions) >= 100
+    types = {q["type"] for q in questions}
+    assert types == {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup"}
+
+
+def test_the_checker_names_each_problem(tmp_path, corpus):
+    pid = corpus.papers[0].paper_id
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "a", "type": "fact", "question": "q", "gold": ["nope"], "answer_keywords": []},
+        {"id": "a", "type": "fact", "question": "q", "gold": [pid], "answer_keywords": ["not in the text at all"]},
+        {"id": "b", "type": "trivia", "question": "q", "gold": []},
+        {"id": "c", "type": "followup", "question": "q", "gold": [pid]},
+    ]) + "\n{broken")
+    with pytest.raises(RagError) as err:
+        load_questions(bad, corpus)
+    message = str(err.value)
+    for fragment in ["bad.jsonl:1: gold paper 'nope'", "bad.jsonl:2: duplicate id", "bad.jsonl:2: keyword",
+                     "bad.jsonl:3: type 'trivia'", "bad.jsonl:4: a follow-up needs a history", "bad.jsonl:5: not a question"]:
+        assert fragment in message
+
+
+@pytest.fixture(scope="module")
+def report(settings, corpus):
+    return evaluate(settings.model_copy(update={"generator": "extractive"}), load_questions(DEFAULT_QUESTIONS, corpus))
+
+
+def test_the_embedded_defaults_stay_above_the_recorded_floors(report):
+    assert below_floors(report) == []
+
+
+def test_the_report_has_all_systems_tables_and_a_plot(report, tmp_path):
+    assert set(report["systems"]) == {"bm25", "dense", "hybrid"}
+    out = write_report(report, tmp_path)
+    markdown = (out / "report.md").read_text()
+    assert "## Systems" in markdown and "## By question type: hybrid" in markdown and "## Failures: bm25" in markdown
+    assert json.loads((out / "report.json").read_text())["questions"] == report["questions"]
+    assert (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
+    small = tmp_path / "small.jsonl"
+    small.write_text("\n".join(DEFAULT_QUESTIONS.read_text().splitlines()[:6]) + "\n")
+    impossible = tmp_path / "impossible.toml"
+    impossible.write_text("[hybrid]\nhit_at_5 = 1.01\n")
+    env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "rag.cli", "eval", "--questions", str(small), "--systems", "hybrid",
+         "--out", str(tmp_path / "reports"), *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    ok = run()
+    assert ok.returncode == 0, ok.stderr
+    assert "hit@5" in ok.stdout and "report.md" in ok.stdout
+    gated = run("--check", str(impossible))
+    assert gated.returncode == 1 and "below its floor" in gated.stderr
+    bad = subprocess.run([sys.executable, "-m", "rag.cli", "eval", "--systems", "bm25,nope"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage: rag eval" in bad.stderr
