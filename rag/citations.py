@@ -58,9 +58,11 @@ class Citation:
     name: str
     text: str
     snippet: str
+    code_url: str | None = None
 
     def to_dict(self) -> dict:
-        return {"n": self.n, "paper_id": self.paper_id, "name": self.name, "text": self.text, "snippet": self.snippet}
+        return {"n": self.n, "paper_id": self.paper_id, "name": self.name, "text": self.text,
+                "snippet": self.snippet, "code_url": self.code_url}
 
 
 @dataclass
@@ -78,6 +80,7 @@ class CitationTracker:
     dropped: list[int] = field(default_factory=list)
     _renumber: dict[int, int] = field(default_factory=dict)
     _pending: str = ""  # text of the current sentence not yet released
+    _released: str = ""  # text of the current sentence already released (its support counts)
     _held: bool = False  # the current sentence has a "[" and waits for its end
 
     def feed(self, piece: str) -> str:
@@ -91,22 +94,26 @@ class CitationTracker:
                 break
             sentence, self._pending = self._pending[: end.end()], self._pending[end.end():]
             out.append(self._resolve(sentence))
-            self._held = False
+            self._held, self._released = False, ""
         if not self._held and self._pending:
             # Release plain text now, keeping a possible "[" start and the last word back.
             cut = self._pending.rfind(" ")
             if cut > 0:
                 out.append(self._pending[:cut])
+                self._released += self._pending[:cut]
                 self._pending = self._pending[cut:]
         return "".join(out)
 
     def finish(self) -> str:
-        rest, self._pending, self._held = self._pending, "", False
-        return self._resolve(rest) if rest else ""
+        rest = self._resolve(self._pending) if self._pending else ""
+        self._pending, self._released, self._held = "", "", False
+        return rest
 
-    def _resolve(self, sentence: str) -> str:
-        if not MARKER.search(sentence):
-            return sentence
+    def _resolve(self, held: str) -> str:
+        """`held`: the unreleased end of a sentence; markers are checked against the whole sentence."""
+        if not MARKER.search(held):
+            return held
+        sentence = self._released + held
 
         def replace(match: re.Match) -> str:
             kept = []
@@ -119,21 +126,25 @@ class CitationTracker:
                     kept.append(new)
             return "".join(f"[{n}]" for n in kept)
 
-        merged = re.sub(r"(?<=\d)\s*\]\s*\[\s*(?=\d)", ", ", sentence)  # [1][2] -> [1, 2]
+        merged = re.sub(r"(?<=\d)\s*\]\s*\[\s*(?=\d)", ", ", held)  # [1][2] -> [1, 2]
         cleaned = MARKER.sub(replace, merged)
         cleaned = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
         return cleaned
 
     def _cite(self, number: int, sentence: str) -> int | None:
         hit = self.sources[number - 1]
-        score, snippet = self.support(MARKER.sub(" ", sentence).strip(), hit)
+        plain = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(MARKER.sub(" ", sentence).split()))
+        score, snippet = self.support(plain, hit)
         if score < self.threshold:
             self.dropped.append(number)
             return None
         if number not in self._renumber:
             self._renumber[number] = len(self._renumber) + 1
             paper = hit.paper
-            self.citations.append(Citation(self._renumber[number], paper.paper_id, paper.name, paper.text, snippet))
+            self.citations.append(
+                Citation(self._renumber[number], paper.paper_id, paper.name, paper.text, snippet,
+                         getattr(paper, "code_url", None))
+            )
         return self._renumber[number]
 
 

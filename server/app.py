@@ -16,6 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.config import Settings, get_settings
@@ -218,10 +219,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def page():
-        index = STATIC / "index.html"
-        if not index.is_file():
-            raise ApiError(404, "not_found", "the chat page is not installed")
-        return FileResponse(index)
+        return FileResponse(STATIC / "index.html")
 
     # -- routes behind the API key ------------------------------------------------------------
 
@@ -265,6 +263,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _event_stream(_chat_chunks(pieces, request, openai_compat.ChunkWriter(settings.model_id)))
 
     app.include_router(api)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
 
 

@@ -66,6 +66,7 @@ class CitationOut(BaseModel):
     name: str
     text: str
     snippet: str
+    code_url: str | None = None
 
 
 class AskResponse(BaseModel):

@@ -144,3 +144,19 @@ def assistant(loaded_index, settings):
     from rag.assistant import Assistant
 
     return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive"}))
+
+
+# -- the browser: Debian's Chromium driven by Playwright (never `playwright install`) --------
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    if not CHROMIUM.exists():
+        if os.environ.get("RAG_REQUIRE_BROWSER") == "1":
+            pytest.fail("RAG_REQUIRE_BROWSER=1 but /usr/bin/chromium is missing (apt-get install chromium)")
+        pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium: apt-get install chromium")
+    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}

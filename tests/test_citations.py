@@ -71,7 +71,7 @@ def test_unsupported_citations_are_removed():
 def test_only_cited_sources_are_returned_with_their_snippets():
     _, citations, _ = clean("Only one [2].")
     assert [c.to_dict() for c in citations] == [
-        {"n": 1, "paper_id": "p2", "name": "Paper 2", "text": "text 2", "snippet": "snippet of p2"}
+        {"n": 1, "paper_id": "p2", "name": "Paper 2", "text": "text 2", "snippet": "snippet of p2", "code_url": None}
     ]
 
 
@@ -82,3 +82,18 @@ def test_streamed_pieces_give_the_same_text_and_never_leak_a_raw_marker():
     shown = [tracker.feed(p) for p in pieces] + [tracker.finish()]
     assert "".join(shown) == clean(raw)[0] == "Jacobi Forcing gets 3.5x speedup [1]. It also works [2][3]. Done."
     assert all("[9" not in s and "[4" not in s for s in shown)
+
+
+def test_a_streamed_sentence_is_checked_whole_not_from_its_last_words():
+    seen = []
+
+    def recording_support(sentence, hit):
+        seen.append(sentence)
+        return support(sentence, hit)
+
+    tracker = CitationTracker(SOURCES, recording_support, 0.5)
+    pieces = ["This ", "claim ", "is ", "unsupported ", "by ", "anything ", "[2]. ", "Fine ", "here ", "[1]."]
+    shown = "".join(tracker.feed(p) for p in pieces) + tracker.finish()
+    assert seen == ["This claim is unsupported by anything.", "Fine here."]
+    assert shown == "This claim is unsupported by anything. Fine here [1]."
+    assert [c.paper_id for c in tracker.citations] == ["p1"] and tracker.dropped == [2]

@@ -1,0 +1,276 @@
+// The chat page: plain JavaScript, no build step, no CDN. Every text from the server is put
+// into the page with textContent, never as HTML, so an abstract or answer holding markup
+// shows as text.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { history: [], controller: null, papers: null };
+
+// -- API ---------------------------------------------------------------------------------
+
+function headers() {
+  const h = { "Content-Type": "application/json" };
+  const key = sessionStorage.getItem("rag-api-key");
+  if (key) h.Authorization = `Bearer ${key}`;
+  return h;
+}
+
+function askForKey() {
+  return new Promise((resolve) => {
+    const dialog = $("key-dialog");
+    $("key-form").onsubmit = () => {
+      sessionStorage.setItem("rag-api-key", $("api-key").value.trim());
+      resolve();
+    };
+    dialog.showModal();
+  });
+}
+
+class ApiError extends Error {}
+
+async function request(path, options = {}) {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    let response;
+    try {
+      response = await fetch(path, { ...options, headers: headers() });
+    } catch (err) {
+      if (err.name === "AbortError") throw err;
+      throw new ApiError("The service cannot be reached. Is it running?");
+    }
+    if (response.status === 401) { await askForKey(); continue; }
+    if (!response.ok) {
+      let message = `The service answered HTTP ${response.status}.`;
+      try {
+        const body = await response.json();
+        if (body.error) message = `${body.error.message} (${response.status} ${body.error.code})`;
+      } catch (_) { /* not JSON: keep the status line */ }
+      throw new ApiError(message);
+    }
+    return response;
+  }
+  throw new ApiError("The API key was not accepted.");
+}
+
+// Server-sent events from a fetch body: yields {event, data} as they arrive.
+async function* events(response, signal) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  while (true) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) event = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (signal.aborted) return;
+      yield { event, data: JSON.parse(data) };
+    }
+  }
+}
+
+// -- rendering ---------------------------------------------------------------------------
+
+function addTurn(role, text) {
+  $("hint")?.remove();
+  const turn = $("turn-template").content.firstElementChild.cloneNode(true);
+  turn.classList.add(role);
+  turn.querySelector(".who").textContent = role === "user" ? "You" : "Answer";
+  turn.querySelector(".body").textContent = text;
+  $("conversation").append(turn);
+  turn.scrollIntoView({ block: "end" });
+  return turn;
+}
+
+// The answer text with each [n] as a link to citation n (plain text around it).
+function renderAnswer(turn, text, citations) {
+  const body = turn.querySelector(".body");
+  body.replaceChildren();
+  const byN = new Map((citations || []).map((c) => [c.n, c]));
+  let last = 0;
+  for (const match of text.matchAll(/\[(\d+)\]/g)) {
+    body.append(document.createTextNode(text.slice(last, match.index)));
+    const n = Number(match[1]);
+    const link = document.createElement("a");
+    link.href = "#";
+    link.className = "cite";
+    link.textContent = `[${n}]`;
+    link.dataset.n = n;
+    const citation = byN.get(n);
+    if (citation) {
+      link.title = citation.name;
+      link.setAttribute("aria-label", `Source ${n}: ${citation.name}`);
+      link.addEventListener("click", (e) => { e.preventDefault(); showPaper(citation, citation.snippet); });
+    }
+    body.append(link);
+    last = match.index + match[0].length;
+  }
+  body.append(document.createTextNode(text.slice(last)));
+}
+
+function renderSources(turn, citations) {
+  const list = turn.querySelector(".sources");
+  list.replaceChildren();
+  for (const c of citations) {
+    const item = document.createElement("li");
+    item.value = c.n;
+    const link = document.createElement("a");
+    link.href = "#";
+    link.textContent = c.name;
+    link.addEventListener("click", (e) => { e.preventDefault(); showPaper(c, c.snippet); });
+    item.append(link);
+    list.append(item);
+  }
+}
+
+function showPaper(paper, snippet) {
+  const panel = $("source");
+  $("source-name").textContent = paper.name;
+  $("source-meta").textContent = `paper ${paper.paper_id}`;
+  const text = $("source-text");
+  text.replaceChildren();
+  const at = snippet ? paper.text.indexOf(snippet) : -1;
+  if (at >= 0) {
+    const mark = document.createElement("mark");
+    mark.textContent = snippet;
+    text.append(document.createTextNode(paper.text.slice(0, at)), mark,
+                document.createTextNode(paper.text.slice(at + snippet.length)));
+  } else {
+    text.textContent = paper.text;
+  }
+  const code = $("source-code");
+  const url = paper.code_url;
+  code.hidden = !url;
+  if (url) { code.querySelector("a").href = url; code.querySelector("a").textContent = url; }
+  panel.hidden = false;
+  panel.focus();
+  text.querySelector("mark")?.scrollIntoView({ block: "center" });
+}
+
+// -- asking ------------------------------------------------------------------------------
+
+function busy(on) {
+  $("send").disabled = on;
+  $("stop").hidden = !on;
+}
+
+async function ask(question) {
+  addTurn("user", question);
+  const turn = addTurn("assistant", "");
+  turn.classList.add("streaming");
+  const controller = new AbortController();
+  state.controller = controller;
+  busy(true);
+  let text = "";
+  try {
+    const response = await request("/ask", {
+      method: "POST",
+      body: JSON.stringify({ question, history: state.history, stream: true }),
+      signal: controller.signal,
+    });
+    for await (const { event, data } of events(response, controller.signal)) {
+      if (event === "token") {
+        text += data.text;
+        renderAnswer(turn, text, []);
+      } else if (event === "done") {
+        renderAnswer(turn, data.answer, data.citations);
+        renderSources(turn, data.citations);
+        turn.classList.toggle("abstained", data.abstained);
+        state.history.push({ role: "user", content: question }, { role: "assistant", content: data.answer });
+        state.history = state.history.slice(-20);
+      } else if (event === "error") {
+        throw new ApiError(`${data.message} (${data.code})`);
+      }
+    }
+  } catch (err) {
+    if (err.name === "AbortError") {
+      turn.querySelector(".body").append(document.createTextNode(" (stopped)"));
+    } else {
+      turn.classList.add("error");
+      turn.querySelector(".body").textContent = err instanceof ApiError ? err.message : `Something went wrong: ${err.message}`;
+    }
+  } finally {
+    turn.classList.remove("streaming");
+    state.controller = null;
+    busy(false);
+    turn.scrollIntoView({ block: "end" });
+  }
+}
+
+// -- papers ------------------------------------------------------------------------------
+
+async function loadPapers() {
+  if (!state.papers) {
+    const response = await request("/papers");
+    state.papers = (await response.json()).papers;
+  }
+  return state.papers;
+}
+
+function renderPapers(filter) {
+  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
+  const shown = state.papers.filter((p) => words.every((w) => (p.name + " " + p.text).toLowerCase().includes(w)));
+  const list = $("paper-list");
+  list.replaceChildren();
+  for (const p of shown) {
+    const item = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = p.name;
+    button.addEventListener("click", () => showPaper(p, null));
+    item.append(button);
+    list.append(item);
+  }
+  $("paper-count").textContent = `(${shown.length} of ${state.papers.length})`;
+}
+
+// -- wiring ------------------------------------------------------------------------------
+
+$("ask-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const question = $("question").value.trim();
+  if (!question || state.controller) return;
+  $("question").value = "";
+  ask(question);
+});
+$("question").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    $("ask-form").requestSubmit();
+  }
+});
+$("stop").addEventListener("click", () => state.controller?.abort());
+$("new-chat").addEventListener("click", () => {
+  state.controller?.abort();
+  state.history = [];
+  $("conversation").replaceChildren();
+  $("source").hidden = true;
+  $("question").focus();
+});
+$("show-papers").addEventListener("click", async () => {
+  const panel = $("papers");
+  try {
+    await loadPapers();
+  } catch (err) {
+    addTurn("assistant", err.message).classList.add("error");
+    return;
+  }
+  renderPapers($("paper-filter").value);
+  panel.hidden = !panel.hidden;
+  $("show-papers").setAttribute("aria-expanded", String(!panel.hidden));
+  if (!panel.hidden) $("paper-filter").focus();
+});
+$("paper-filter").addEventListener("input", (e) => renderPapers(e.target.value));
+for (const button of document.querySelectorAll("[data-close]")) {
+  button.addEventListener("click", () => { $(button.dataset.close).hidden = true; });
+}
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") { $("source").hidden = true; $("papers").hidden = true; }
+});
+$("question").focus();
