@@ -76,6 +76,11 @@ def read_seed_file(path: Path) -> list[str]:
         raw = path.read_bytes()
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    return parse_seed(raw, path)
+
+
+def parse_seed(raw: bytes, path: Path | str) -> list[str]:
+    """The abstracts of seed-format bytes; errors name `path`."""
     if not raw.strip():
         raise CorpusError(f"{path}: the file is empty")
     if b"\x00" in raw:

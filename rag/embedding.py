@@ -56,7 +56,8 @@ def load_embedder(name: str):
     # Their warnings (long inputs are split by rag.chunking) and progress bars are noise here.
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    return HuggingFaceEmbedding(model_name=str(resolve_model_path(name)), device="cpu")
+    # Batches of 32 as sentence-transformers' own encode (LlamaIndex's default is 10).
+    return HuggingFaceEmbedding(model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32)
 
 
 def _e5_class():

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import secrets
+import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,10 +21,20 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.config import Settings, get_settings
-from rag.errors import GeneratorError, GeneratorTimeout, QueryError, RagError
+from rag.errors import CorpusError, GeneratorError, GeneratorTimeout, QueryError, RagError
 
 from . import openai_compat
-from .schemas import AskRequest, AskResponse, Health, PaperOut, PapersResponse, SearchRequest, SearchResponse
+from .schemas import (
+    AddPapersRequest,
+    AddPapersResponse,
+    AskRequest,
+    AskResponse,
+    Health,
+    PaperOut,
+    PapersResponse,
+    SearchRequest,
+    SearchResponse,
+)
 
 log = logging.getLogger("rag.http")
 STATIC = Path(__file__).parent / "static"
@@ -119,6 +130,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         app.state.assistant = None
         app.state.load_error = None
+        app.state.checked = 0.0
+        app.state.reloading = False
+        app.state.add_lock = asyncio.Lock()
 
         def load():
             try:
@@ -168,6 +182,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
+    @app.exception_handler(CorpusError)
+    async def _corpus(request: Request, exc: CorpusError):
+        return _error(400, exc.code, str(exc))
+
     @app.exception_handler(QueryError)
     async def _query(request: Request, exc: QueryError):
         return _error(400, exc.code, str(exc))
@@ -195,7 +213,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise ApiError(401, "unauthorized", "this service needs `Authorization: Bearer <RAG_API_KEY>`",
                            {"WWW-Authenticate": "Bearer"})
 
+    current = Path(settings.index_dir) / "current"
+
+    def follow_current(app: FastAPI) -> None:
+        """Another process (rag add, another worker) published a new build: load it in the
+        background and switch when ready; until then the loaded one keeps serving."""
+        state = app.state
+        if state.reloading or time.monotonic() - state.checked < 1.0:
+            return
+        state.checked = time.monotonic()
+        if current.resolve() == state.assistant.index.path:
+            return
+        state.reloading = True
+
+        def reload():
+            from rag.assistant import Assistant
+            from rag.index import load_index
+
+            try:
+                state.assistant = Assistant(load_index(settings), settings)
+                log.info(json.dumps({"event": "reloaded", "index": str(state.assistant.index.path)}))
+            except Exception as exc:  # the previous index keeps serving
+                log.error(json.dumps({"event": "reload_failed", "error": str(exc)}))
+            finally:
+                state.reloading = False
+
+        threading.Thread(target=reload, name="reload-index", daemon=True).start()
+
     def assistant(request: Request):
+        if request.app.state.assistant is not None:
+            follow_current(request.app)
         if request.app.state.assistant is None:
             error = request.app.state.load_error
             if error is not None:
@@ -242,6 +289,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @api.get("/papers", response_model=PapersResponse)
     async def papers(ready=Depends(assistant)):
         return {"papers": [p.to_dict() for p in ready.index.corpus.papers]}
+
+    @api.post("/papers", response_model=AddPapersResponse, status_code=201, dependencies=[Depends(assistant)],
+              responses={400: {"description": "not a seed-format file"}})
+    async def add_papers(body: AddPapersRequest, request: Request):
+        """Add abstracts without a full rebuild; searches meanwhile see the old index."""
+        from rag.assistant import Assistant
+        from rag.index import add_seed_texts, load_index
+
+        async with request.app.state.add_lock:
+            result = await run_in_threadpool(add_seed_texts, settings, [(body.filename, body.content.encode())])
+            if result.build is not None:
+                request.app.state.assistant = await run_in_threadpool(
+                    lambda: Assistant(load_index(settings), settings))
+        papers = len(request.app.state.assistant.index.corpus)
+        return {"added": [p.to_dict() for p in result.added],
+                "duplicates": [p.to_dict() for p in result.duplicates], "papers": papers}
 
     @api.get("/papers/{paper_id}", response_model=PaperOut, responses={404: {"description": "no such paper"}})
     async def paper(paper_id: str, ready=Depends(assistant)):

@@ -89,3 +89,15 @@ class PaperOut(BaseModel):
 
 class PapersResponse(BaseModel):
     papers: list[PaperOut]
+
+
+class AddPapersRequest(BaseModel):
+    filename: str = Field(..., min_length=1, max_length=200, examples=["new-abstracts.txt"])
+    content: str = Field(..., min_length=1, description="Seed format: a header line, then abstracts separated by blank lines.",
+                         examples=["My new papers\n\nWe propose ... (an abstract)\n\nAnother abstract ..."])
+
+
+class AddPapersResponse(BaseModel):
+    added: list[PaperOut]
+    duplicates: list[PaperOut]
+    papers: int

@@ -131,3 +131,18 @@ def test_a_manifest_from_another_model_is_stale(tmp_path, small_seeds):
     (build / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexStaleError, match="embedding_model"):
         load_index(settings)
+
+
+def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
+    import faiss
+
+    settings = small_settings(tmp_path, small_seeds).model_copy(update={"faiss_index": "hnsw"})
+    corpus = load_corpus(small_seeds)
+    build_index(corpus, settings)
+    index = load_index(settings, corpus)
+    assert index.manifest["faiss_index"] == "hnsw"
+    assert isinstance(index.dense.vector_store.client, faiss.IndexHNSWFlat)
+    hits = Retriever(index, settings).search("rotary embeddings for vision transformers", 3).hits
+    assert hits[0].paper.name == "Spiral RoPE"
+    auto = Settings(hnsw_above=100)
+    assert index_module.faiss_kind(auto, 99) == "flat" and index_module.faiss_kind(auto, 100) == "hnsw"

@@ -1,0 +1,279 @@
+"""Service benchmarks on this machine, each figure beside what bounds it, measured in one run:
+
+* ingest: chunk embedding inside our build vs raw sentence-transformers `encode` of the same
+  chunks (ratio), and the whole build in abstracts/s;
+* latency: /search and /ask over HTTP vs the same call in-process (p50, p95), and the first SSE
+  token of a streamed /ask;
+* load: 16 connections on /search for a fixed time with 1 and 2 uvicorn workers (wrk when
+  installed, else a bounded Python client), against the limit set by the work itself
+  (cores / in-process time of one search);
+* cold start: process start to a healthy /health, with a built index;
+* memory: peak RSS of the serving process.
+
+    .venv/bin/python bench/service.py            # about 4 minutes
+    .venv/bin/python bench/service.py --quick    # a smoke run, about 1 minute
+
+Prints a table and writes bench/results/service.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+QUERIES = [
+    "rotary embeddings for vision transformers", "caching for diffusion language models",
+    "What speedup does Jacobi Forcing report?", "medical audio question answering",
+    "watermark removal attacks", "protein interaction prediction", "safe robot navigation decoding",
+    "quantization of vision-language models", "spiking neural networks conversion", "loss spikes with Adam",
+]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(values_ms: list[float]) -> dict:
+    return {"p50_ms": round(statistics.median(values_ms), 2), "p95_ms": round(pct(values_ms, 0.95), 2)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """`rag serve` in a subprocess on a free port; records the time to a healthy /health."""
+
+    def __init__(self, env: dict, workers: int = 1):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port), "--workers", str(workers)],
+            cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        while True:
+            try:
+                statuses = {httpx.get(f"{self.url}/health", headers={"Connection": "close"}).status_code
+                            for _ in range(4 * workers)}
+                if statuses == {200}:
+                    break
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.perf_counter() - started > 180:
+                raise RuntimeError("the service did not start")
+            time.sleep(0.05)
+        self.cold_start_s = time.perf_counter() - started
+
+    def peak_rss_mb(self) -> float:
+        """VmHWM of the process and its workers."""
+        pids = [self.proc.pid] + [int(p) for p in subprocess.run(
+            ["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()]
+        total = 0
+        for pid in pids:
+            status = Path(f"/proc/{pid}/status").read_text()
+            total += int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
+        return total / 1024
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def bench_ingest(settings) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    from rag.chunking import chunk_papers
+    from rag.corpus import load_corpus
+    from rag.embedding import load_embedder, resolve_model_path
+    from rag.index import _build_vector_index, build_index, make_faiss_index
+
+    corpus = load_corpus(settings.seeds_dir)
+    embedder = load_embedder(settings.embedding_model)
+    nodes = chunk_papers(corpus.papers, embedder._model.tokenizer.tokenize, settings.chunk_size, settings.chunk_overlap)
+    texts = [n.get_content() for n in nodes]
+    raw_model = SentenceTransformer(str(resolve_model_path(settings.embedding_model)), device="cpu")
+    raw_model.encode(texts[:8])
+    started = time.perf_counter()
+    raw_model.encode(texts, batch_size=32)
+    raw_s = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        _build_vector_index(nodes, embedder, Path(tmp) / "dense", False, make_faiss_index(384, "flat", settings))
+        ours_s = time.perf_counter() - started
+    started = time.perf_counter()
+    build_index(corpus, settings)
+    build_s = time.perf_counter() - started
+    return {
+        "chunks": len(texts),
+        "raw_encode_chunks_per_s": round(len(texts) / raw_s, 1),
+        "our_dense_index_chunks_per_s": round(len(texts) / ours_s, 1),
+        "ratio": round(raw_s / ours_s, 3),
+        "full_build_s": round(build_s, 1),
+        "full_build_abstracts_per_s": round(len(corpus) / build_s, 2),
+        "full_build_chunks_per_s": round(len(texts) / build_s, 2),
+    }
+
+
+def bench_latency(settings, served: Served, rounds: int) -> dict:
+    from rag.assistant import Assistant
+    from rag.index import load_index
+
+    assistant = Assistant(load_index(settings), settings)
+    queries = (QUERIES * (rounds // len(QUERIES) + 1))[:rounds]
+
+    def timed(call) -> list[float]:
+        call(queries[0])
+        out = []
+        for q in queries:
+            started = time.perf_counter()
+            call(q)
+            out.append((time.perf_counter() - started) * 1000)
+        return out
+
+    with httpx.Client(base_url=served.url, timeout=60) as client:
+        http_search = timed(lambda q: client.post("/search", json={"query": q}).raise_for_status())
+        http_ask = timed(lambda q: client.post("/ask", json={"question": q}).raise_for_status())
+        first_token = []
+        for q in queries:
+            started = time.perf_counter()
+            with client.stream("POST", "/ask", json={"question": q, "stream": True}) as response:
+                lines = response.iter_lines()
+                for line in lines:
+                    if line.startswith("event: token"):
+                        first_token.append((time.perf_counter() - started) * 1000)
+                        break
+                for _ in lines:
+                    pass
+    local_search = timed(lambda q: assistant.retriever.search(q, 5))
+    local_ask = timed(lambda q: assistant.ask(q))
+    return {
+        "search_http": summary(http_search), "search_in_process": summary(local_search),
+        "ask_http": summary(http_ask), "ask_in_process": summary(local_ask),
+        "first_sse_token": summary(first_token),
+        "search_in_process_mean_ms": round(statistics.mean(local_search), 2),
+    }
+
+
+WRK_SCRIPT = 'wrk.method = "POST"\nwrk.body = \'{"query": "rotary embeddings for vision transformers"}\'\n' \
+             'wrk.headers["Content-Type"] = "application/json"\n'
+
+
+def load_wrk(url: str, seconds: int, connections: int) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT)
+    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--latency",
+                          "-s", script.name, f"{url}/search"], capture_output=True, text=True).stdout
+    os.unlink(script.name)
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"tool": "wrk", "requests": requests, "req_per_s": round(requests / seconds, 1),
+            "errors": errors + (int(non_2xx.group(1)) if non_2xx else 0)}
+
+
+async def _python_load(url: str, seconds: int, connections: int) -> dict:
+    done = errors = 0
+    deadline = time.perf_counter() + seconds
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async def worker():
+            nonlocal done, errors
+            while time.perf_counter() < deadline:
+                response = await client.post("/search", json={"query": "rotary embeddings for vision transformers"})
+                done += 1
+                errors += response.status_code != 200
+        await asyncio.gather(*(worker() for _ in range(connections)))
+    return {"tool": "python", "requests": done, "req_per_s": round(done / seconds, 1), "errors": errors}
+
+
+def bench_load(env: dict, seconds: int, limit_rps: float) -> dict:
+    results = {}
+    for workers in (1, 2):
+        served = Served(env, workers)
+        try:
+            figures = (load_wrk(served.url, seconds, 16) if shutil.which("wrk")
+                       else asyncio.run(_python_load(served.url, seconds, 16)))
+            figures["share_of_limit"] = round(figures["req_per_s"] / limit_rps, 3)
+            figures["peak_rss_mb"] = round(served.peak_rss_mb(), 1)
+            results[f"{workers}_worker"] = figures
+        finally:
+            served.stop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short run: 20 requests, 5 s of load")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "service.json")
+    args = parser.parse_args()
+    rounds, seconds = (20, 5) if args.quick else (200, 60)
+
+    from rag.config import Settings
+
+    work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
+    settings = Settings(index_dir=work / "index")
+    env = {"RAG_INDEX_DIR": str(settings.index_dir)}
+    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        report["ingest"] = bench_ingest(settings)
+        served = Served(env)
+        report["cold_start_s"] = round(served.cold_start_s, 2)
+        try:
+            report["latency"] = bench_latency(settings, served, rounds)
+            report["peak_rss_mb_after_latency"] = round(served.peak_rss_mb(), 1)
+        finally:
+            served.stop()
+        limit = os.cpu_count() / (report["latency"]["search_in_process_mean_ms"] / 1000)
+        report["load_limit_req_per_s"] = round(limit, 1)
+        report["load"] = bench_load(env, seconds, limit)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    i, lat = report["ingest"], report["latency"]
+    rows = [
+        ("ingest: dense index vs raw encode (chunks/s)", f"{i['our_dense_index_chunks_per_s']} vs {i['raw_encode_chunks_per_s']}", f"ratio {i['ratio']} (target >= 0.85)"),
+        ("full build (86 abstracts, both models)", f"{i['full_build_s']} s", f"{i['full_build_abstracts_per_s']} abstracts/s"),
+        ("/search HTTP p50 / p95", f"{lat['search_http']['p50_ms']} / {lat['search_http']['p95_ms']} ms", f"in-process {lat['search_in_process']['p50_ms']} / {lat['search_in_process']['p95_ms']} ms (target p50 <= 15)"),
+        ("/ask HTTP p50 / p95", f"{lat['ask_http']['p50_ms']} / {lat['ask_http']['p95_ms']} ms", f"in-process {lat['ask_in_process']['p50_ms']} / {lat['ask_in_process']['p95_ms']} ms (target p50 <= 40)"),
+        ("first SSE token p50 / p95", f"{lat['first_sse_token']['p50_ms']} / {lat['first_sse_token']['p95_ms']} ms", "target p50 <= 50"),
+        ("cold start to healthy", f"{report['cold_start_s']} s", "target <= 5"),
+        ("peak RSS serving", f"{report['peak_rss_mb_after_latency']} MB", "target <= 1024"),
+        ("load limit (cores / in-process search)", f"{report['load_limit_req_per_s']} req/s", ""),
+    ]
+    for name, figures in report["load"].items():
+        rows.append((f"/search load, 16 connections, {name.replace('_', ' ')}",
+                     f"{figures['req_per_s']} req/s, {figures['errors']} errors",
+                     f"{figures['share_of_limit']} of the limit (target >= 0.7); {figures['tool']}"))
+    width = max(len(r[0]) for r in rows)
+    print(f"{report['machine']}, {report['created']}")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:<28}  {note}")
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
