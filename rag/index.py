@@ -24,6 +24,7 @@ import re
 import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -144,11 +145,7 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
 
     started = time.perf_counter()
     root = Path(settings.index_dir)
-    builds = root / "builds"
-    builds.mkdir(parents=True, exist_ok=True)
-    work = builds / f".tmp-{uuid.uuid4().hex[:8]}"
-    work.mkdir()
-    try:
+    with _staging(root) as work:
         embedder = load_embedder(settings.embedding_model)
         configure_llama_index(embedder)
         nodes = chunk_papers(
@@ -169,16 +166,7 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
         BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=settings.candidates).persist(
             str(work / "bm25"), show_progress=False
         )
-        (work / "sentences.json").write_text(
-            json.dumps([[s.paper_id, s.text, list(s.span)] for s in sentences], ensure_ascii=False)
-        )
-        (work / "papers.json").write_text(
-            json.dumps(
-                {"paragraphs": corpus.paragraphs, "papers": [p.to_dict() for p in corpus.papers]},
-                ensure_ascii=False,
-                indent=1,
-            )
-        )
+        _write_tables(work, corpus, sentences)
         manifest = {
             **expected_parameters(settings),
             "corpus_hash": corpus.content_hash,
@@ -189,16 +177,47 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
             "faiss_index": kind,
             "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "build_seconds": round(time.perf_counter() - started, 2),
-            "files": _file_table(work),
         }
-        # The manifest is written last: a directory without one never loads.
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        final = builds / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{corpus.content_hash[:8]}-{uuid.uuid4().hex[:4]}"
-        work.rename(final)
+        final = _seal(work, manifest)
+    _publish(root, final)
+    return final
+
+
+@contextmanager
+def _staging(root: Path, source: Path | None = None):
+    """A temporary build directory (a copy of `source` when given), removed if anything fails:
+    builds/.tmp-* never loads, so a crash leaves the current build serving."""
+    builds = root / "builds"
+    builds.mkdir(parents=True, exist_ok=True)
+    work = builds / f".tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        if source is None:
+            work.mkdir()
+        else:
+            shutil.copytree(source, work)
+        yield work
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    _publish(root, final)
+
+
+def _write_tables(work: Path, corpus: Corpus, sentences: list[Sentence]) -> None:
+    (work / "sentences.json").write_text(
+        json.dumps([[s.paper_id, s.text, list(s.span)] for s in sentences], ensure_ascii=False)
+    )
+    (work / "papers.json").write_text(
+        json.dumps({"paragraphs": corpus.paragraphs, "papers": [p.to_dict() for p in corpus.papers]},
+                   ensure_ascii=False, indent=1)
+    )
+
+
+def _seal(work: Path, manifest: dict) -> Path:
+    """Write the manifest last (a directory without one never loads), then give the build its
+    final name; `_publish` makes it current."""
+    manifest["files"] = _file_table(work)
+    (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    final = work.parent / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{manifest['corpus_hash'][:8]}-{uuid.uuid4().hex[:4]}"
+    work.rename(final)
     return final
 
 
@@ -332,10 +351,7 @@ def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -
         return AddResult(None, [], duplicates)
     for name, text in files.items():
         (Path(settings.seeds_dir) / name).write_text(text, encoding="utf-8")
-    builds = Path(settings.index_dir) / "builds"
-    work = builds / f".tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        shutil.copytree(loaded.path, work)
+    with _staging(Path(settings.index_dir), source=loaded.path) as work:
         nodes = chunk_papers(fresh, loaded.embedder._model.tokenizer.tokenize, settings.chunk_size, settings.chunk_overlap)
         sentences = [s for paper in fresh for s in split_sentences(paper)]
         loaded.dense.insert_nodes(nodes)
@@ -355,14 +371,8 @@ def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -
             str(work / "bm25"), show_progress=False
         )
         all_sentences = loaded.sentences + sentences
-        (work / "sentences.json").write_text(
-            json.dumps([[s.paper_id, s.text, list(s.span)] for s in all_sentences], ensure_ascii=False)
-        )
         merged = Corpus(loaded.corpus.papers + fresh, loaded.corpus.paragraphs + new.paragraphs)
-        (work / "papers.json").write_text(
-            json.dumps({"paragraphs": merged.paragraphs, "papers": [p.to_dict() for p in merged.papers]},
-                       ensure_ascii=False, indent=1)
-        )
+        _write_tables(work, merged, all_sentences)
         manifest = {
             **loaded.manifest,
             "corpus_hash": merged.content_hash,
@@ -372,13 +382,7 @@ def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -
             "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "added": loaded.manifest.get("added", 0) + len(fresh),
         }
-        manifest["files"] = _file_table(work)
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        final = builds / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{merged.content_hash[:8]}-{uuid.uuid4().hex[:4]}"
-        work.rename(final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        final = _seal(work, manifest)
     _publish(Path(settings.index_dir), final)
     return AddResult(final, fresh, duplicates)
 
