@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 export HF_HUB_OFFLINE := 1
 
-.PHONY: serve test index clean
+.PHONY: serve test bench index clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ serve: index
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# Every benchmark, a few minutes; FAISS at 1M vectors on demand: make bench SIZES=10000,100000,1000000
+SIZES ?= 10000,100000
+bench: $(VENV)/.installed-test index
+	$(BIN)/python bench/service.py
+	$(BIN)/python bench/profile_service.py --index-dir index
+	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)
 
 clean:
 	rm -rf $(VENV) index/current index/builds

@@ -337,6 +337,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="smoke test: N=2000, 50 queries, 1/4 of the sentences"
     )
+    parser.add_argument("--out", type=Path, help="results file (default: bench/results/faiss_scale[_quick].json)")
     args = parser.parse_args(argv)
     args.sizes = [2000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     args.queries = 50 if args.quick else args.queries
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     log("encoding the seed sentences")
     base = base_vectors(step=4 if args.quick else 1)
     log(f"{len(base)} base vectors")
-    out = RESULTS / ("faiss_scale_quick.json" if args.quick else "faiss_scale.json")
+    out = args.out or RESULTS / ("faiss_scale_quick.json" if args.quick else "faiss_scale.json")
     sizes = load_results(out)
 
     def save(entry: dict) -> None:

@@ -1,0 +1,60 @@
+"""Smoke runs of the benchmarks at tiny sizes: they must keep working, and their figures be sane.
+
+The real runs (`make bench`) take minutes and are not part of the test suite.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_service_benchmark_smoke(index_dir, tmp_path):
+    out = tmp_path / "service.json"
+    printed = run("service.py", "--quick", "--index-dir", str(index_dir), "--out", str(out))
+    report = json.loads(out.read_text())
+    assert "/search HTTP p50" in printed and "target" in printed
+    assert 0.3 < report["ingest"]["ratio"] < 3
+    latency = report["latency"]
+    for name in ("search_http", "search_in_process", "ask_http", "first_sse_token"):
+        assert 0 < latency[name]["p50_ms"] <= latency[name]["p95_ms"] < 5000, name
+    assert 0 < report["cold_start_s"] < 120 and 100 < report["peak_rss_mb_after_latency"] < 4096
+    for workers in ("1_worker", "2_worker"):
+        load = report["load"][workers]
+        assert load["requests"] > 0 and load["errors"] == 0, load
+
+
+def test_faiss_scale_smoke(tmp_path):
+    out = tmp_path / "faiss.json"
+    printed = run("faiss_scale.py", "--quick", "--out", str(out))
+    entry = json.loads(out.read_text())["sizes"]["2000"]
+    flat = next(r for r in entry["results"] if r["index"] == "IndexFlatIP")
+    assert flat["recall_at_10"] == 1.0  # exact search is its own ground truth
+    assert {r["index"] for r in entry["results"]} >= {"IndexFlatIP", "IndexHNSWFlat", "IndexIVFFlat"}
+    assert all(0 <= r["recall_at_10"] <= 1 and r["p50_ms"] > 0 for r in entry["results"])
+    assert entry["recommended"] and "recommended:" in printed
+
+
+def test_profile_smoke(index_dir, tmp_path):
+    py_spy = Path(sys.executable).with_name("py-spy")
+    if not py_spy.exists():
+        pytest.skip("py-spy is not installed (pip install -e '.[bench]')")
+    run("profile_service.py", "--index-dir", str(index_dir), "--seconds", "3", "--out", str(tmp_path))
+    report = json.loads((tmp_path / "profile.json").read_text())
+    assert abs(sum(report["cold_start"].values()) - 1) < 0.01
+    assert "import torch" in report["cold_start"]
+    # Most of a search is the query embedding; a profile that misses it is broken.
+    assert report["one_client"]["query embedding (MiniLM forward)"] > 0.3
+    assert report["16_connections_load"]["errors"] == 0
