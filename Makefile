@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 export HF_HUB_OFFLINE := 1
 
-.PHONY: serve test bench index clean
+.PHONY: serve test bench fuzz soak index clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ bench: $(VENV)/.installed-test index
 	$(BIN)/python bench/service.py
 	$(BIN)/python bench/profile_service.py --index-dir index
 	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)
+
+# The long versions of two tests that `make test` runs briefly.
+fuzz: $(VENV)/.installed-test
+	RAG_FUZZ_EXAMPLES=500 $(BIN)/python -m pytest tests/test_fuzz.py -q -s
+
+soak: $(VENV)/.installed-test
+	RAG_SOAK_SECONDS=300 $(BIN)/python -m pytest tests/test_soak.py -q -s
 
 clean:
 	rm -rf $(VENV) index/current index/builds

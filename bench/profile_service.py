@@ -57,11 +57,12 @@ LOAD_STAGES = [
     ("load_embedder", "load MiniLM weights"),
     ("load_index", "read FAISS, BM25, docstore"),
 ]
+OTHER = "other (thread-pool hand-off, stacks py-spy could not read whole)"
 REQUEST_STAGES = [
     ("get_query_embedding", "query embedding (MiniLM forward)"),
     ("BaseRetriever.retrieve", "FAISS + BM25 retrieval (LlamaIndex)"),
     ("Retriever.search", "fusion + sentence scores (rag/retrieval.py)"),
-    ("thread (", "other"),
+    ("thread (", OTHER),
 ]
 MODULE_FRAME = re.compile(r"<module> \(.*?site-packages/([A-Za-z_0-9]+)")
 
@@ -92,7 +93,7 @@ def request_stage(frames: list[str]) -> str:
     for needle, label in REQUEST_STAGES:
         if needle in joined:
             return label
-    return "other"
+    return OTHER
 
 
 def shares(path: Path, classify) -> dict[str, float]:

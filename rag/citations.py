@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;\-–]|and)\s*\d{1,3})*)\s*\]")
-# A sentence ends at . ! ? followed by whitespace (so "3.5" is not an end), or at CJK punctuation.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_RUN = re.compile(rf"{MARKER.pattern}(?:\s*{MARKER.pattern})*")  # [1][2] and [1] [2, 3] cite together
+# A sentence ends at the first whitespace after . ! ? (so "3.5" is not an end, and where a streamed
+# piece cuts a run of spaces does not move the end), or at CJK punctuation.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 STOPWORDS = frozenset(
     """a an the of in on for to and or but with by from as at is are was were be been being this that these
@@ -85,23 +87,22 @@ class CitationTracker:
 
     def feed(self, piece: str) -> str:
         out = []
-        self._pending += piece
-        while True:
-            end = _SENTENCE_END.search(self._pending)
-            if "[" in self._pending and (end is None or self._pending.index("[") < end.start()):
-                self._held = True
-            if end is None:
-                break
-            sentence, self._pending = self._pending[: end.end()], self._pending[end.end():]
-            out.append(self._resolve(sentence))
-            self._held, self._released = False, ""
-        if not self._held and self._pending:
-            # Release plain text now, keeping a possible "[" start and the last word back.
-            cut = self._pending.rfind(" ")
-            if cut > 0:
-                out.append(self._pending[:cut])
-                self._released += self._pending[:cut]
-                self._pending = self._pending[cut:]
+        text, start = self._pending + piece, 0
+        for end in _SENTENCE_END.finditer(text):  # one pass, not re-slicing: linear in the answer
+            out.append(self._resolve(text[start:end.end()]))
+            self._held, self._released, start = False, "", end.end()
+        rest = text[start:]
+        self._held = self._held or "[" in rest
+        if not self._held and rest:
+            # Release plain text now, keeping back the last word and the spaces before it: a "["
+            # may follow, and a dropped marker takes those spaces with it.
+            head = rest.rstrip().rsplit(None, 1)
+            if len(head) == 2:
+                cut = len(head[0])
+                out.append(rest[:cut])
+                self._released += rest[:cut]
+                rest = rest[cut:]
+        self._pending = rest
         return "".join(out)
 
     def finish(self) -> str:
@@ -110,30 +111,47 @@ class CitationTracker:
         return rest
 
     def _resolve(self, held: str) -> str:
-        """`held`: the unreleased end of a sentence; markers are checked against the whole sentence."""
+        """`held`: the unreleased end of a sentence; markers are checked against the whole sentence.
+
+        Only the markers and the space a dropped one leaves behind change: the words between them
+        are kept as written, so the text does not depend on how the answer was cut into pieces."""
         if not MARKER.search(held):
             return held
         sentence = self._released + held
-
-        def replace(match: re.Match) -> str:
+        plain = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(MARKER.sub(" ", sentence).split()))
+        checked: dict[int, int | None] = {}  # source number -> new number, None if unsupported
+        texts: list[list[str]] = [[]]  # the text between the markers kept
+        markers: list[str] = []
+        pos = 0
+        for run in _RUN.finditer(held):
             kept = []
-            for number in parse_marker(match.group(1)):
+            for number in (n for m in MARKER.finditer(run.group(0)) for n in parse_marker(m.group(1))):
                 if not 1 <= number <= len(self.sources):
                     self.dropped.append(number)
                     continue
-                new = self._cite(number, sentence)
+                if number not in checked:
+                    checked[number] = self._cite(number, plain)
+                elif checked[number] is None:
+                    self.dropped.append(number)
+                new = checked[number]
                 if new is not None and new not in kept:
                     kept.append(new)
-            return "".join(f"[{n}]" for n in kept)
+            before, after = held[pos:run.start()], held[run.end():run.end() + 1]
+            if not kept and (not after or after.isspace() or after in ".,;:!?"):
+                before = before.rstrip()  # "holds [9]." -> "holds."
+            texts[-1].append(before)
+            if kept:
+                markers.append("".join(f"[{n}]" for n in kept))
+                texts.append([])
+            pos = run.end()
+        texts[-1].append(held[pos:])
+        out = [_unmarked("".join(texts[0]))]
+        for marker, text in zip(markers, texts[1:]):
+            out += [marker, _unmarked("".join(text))]
+        return "".join(out)
 
-        merged = re.sub(r"(?<=\d)\s*\]\s*\[\s*(?=\d)", ", ", held)  # [1][2] -> [1, 2]
-        cleaned = MARKER.sub(replace, merged)
-        cleaned = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
-        return cleaned
-
-    def _cite(self, number: int, sentence: str) -> int | None:
+    def _cite(self, number: int, plain: str) -> int | None:
         hit = self.sources[number - 1]
-        plain = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(MARKER.sub(" ", sentence).split()))
         score, snippet = self.support(plain, hit)
         if score < self.threshold:
             self.dropped.append(number)
@@ -146,6 +164,13 @@ class CitationTracker:
                          getattr(paper, "code_url", None))
             )
         return self._renumber[number]
+
+
+def _unmarked(text: str) -> str:
+    """Text around a dropped marker can close into a new, unchecked one ("[1[9]]" -> "[1]"): drop it."""
+    while MARKER.search(text):
+        text = MARKER.sub("", text)
+    return text
 
 
 def clean_answer(text: str, sources: list, support, threshold: float) -> tuple[str, list[Citation], list[int]]:

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     )
     cors_origins: list[str] = Field(default_factory=list, description='Allowed browser origins, e.g. ["http://localhost:3000"].')
     max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
+    max_answers_in_flight: int = Field(
+        32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
+    )
     model_id: str = Field("icml-rag", description="The model name /v1/models reports to OpenAI-style clients.")
 
 

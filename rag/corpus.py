@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import CorpusError
 
-_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line of whitespace only, any (no-break space, U+3000...)
 _URL = re.compile(r"https?://[^\s<>\"'`]+")
 _URL_TRAILING_JUNK = ".,;:!?)]}*'\"`"
 
@@ -90,7 +90,7 @@ def parse_seed(raw: bytes, path: Path | str) -> list[str]:
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    header, _, body = text.lstrip("\n").partition("\n")
+    header, _, body = text.lstrip().partition("\n")  # blank lines before the header are skipped
     if not header.strip() or len(normalise(header)) > 200:
         raise CorpusError(
             f"{path}: no header line (expected a short title line, then abstracts separated by blank lines)"
@@ -239,13 +239,14 @@ def extract_name(text: str) -> str:
     """The method/model/dataset the abstract introduces, else its first words."""
     best: tuple[int, str] | None = None
     for match in _INTRO.finditer(text):
-        found = _candidate(text[match.end():])
-        if found and (best is None or found[0] > best[0]):
+        found = _candidate(text[match.end():match.end() + 400])  # a name follows its verb closely
+        if found and found[1] and (best is None or found[0] > best[0]):
             best = found
             if found[0] == 2:
                 break
     if best:
         return best[1]
     words = text.split()
-    label = " ".join(words[:8]).rstrip(",.;:")
+    label = " ".join(words[:8])
+    label = label.rstrip(",.;:") or label  # never empty: an empty name is "mentioned" everywhere
     return label + ("…" if len(words) > 8 else "")

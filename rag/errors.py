@@ -31,6 +31,12 @@ class IndexCorruptError(RagError):
     code = "index_corrupt"
 
 
+class IndexWriteError(RagError):
+    """The index (or a seed file) cannot be written: disk full, read-only, no permission."""
+
+    code = "index_write_failed"
+
+
 class QueryError(RagError):
     """A question or search request that cannot be served as given."""
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Protocol
 
 from . import prompts
-from .citations import content_words
+from .citations import MARKER, content_words
 from .config import Settings
 from .corpus import mentions
 from .embedding import is_cjk
@@ -155,7 +156,8 @@ class ExtractiveGenerator:
         chosen = self.select(question, sources, multilingual=is_cjk(question))
         parts = []
         for i, (n, sentence, _) in enumerate(chosen):
-            text = third_person(sentence).rstrip()
+            # A bracketed number inside an abstract ("as in [7]") is not ours to cite.
+            text = " ".join(MARKER.sub(" ", third_person(sentence)).split())
             end = text[-1] if text and text[-1] in ".!?" else "."
             text = text.rstrip(".!?")
             name = sources[n - 1].paper.name
@@ -171,6 +173,26 @@ class ExtractiveGenerator:
 
 
 # -- LLM ------------------------------------------------------------------------------------
+
+
+_SHINGLE = 6
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+@lru_cache(maxsize=4)
+def _shingles(system: str) -> frozenset[tuple[str, ...]]:
+    prompt = _words(system)
+    return frozenset(tuple(prompt[i : i + _SHINGLE]) for i in range(len(prompt) - _SHINGLE + 1))
+
+
+def repeats_instructions(text: str, system: str) -> bool:
+    """True when `text` quotes six words in a row of the system prompt: a prompt-injected or
+    confused model echoing its rules. Checked on every piece, so at most five leak."""
+    words, shingles = _words(text), _shingles(system)
+    return any(tuple(words[i : i + _SHINGLE]) in shingles for i in range(len(words) - _SHINGLE + 1))
 
 
 def format_sources(sources: list[Hit]) -> str:
@@ -200,9 +222,16 @@ class LLMGenerator:
         import openai
 
         where = self.settings.llm_base_url or "the OpenAI API"
-        if isinstance(exc, openai.APITimeoutError):
+        # openai wraps its HTTP library's errors, or lets them through when a stream stalls or
+        # breaks; that library is httpx or its fork httpx2 depending on the version, so the
+        # transport errors are recognised by class name.
+        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) and exc.__cause__ else exc
+        kinds = {kind.__name__ for kind in type(cause).__mro__}
+        if isinstance(exc, openai.APITimeoutError) or "TimeoutException" in kinds:
             return GeneratorTimeout(f"the language model at {where} did not answer within {self.settings.llm_timeout:g} s")
-        if isinstance(exc, openai.APIConnectionError):
+        if kinds & {"RemoteProtocolError", "ReadError"}:
+            return GeneratorError(f"the connection to the language model at {where} broke mid-answer")
+        if isinstance(exc, openai.APIConnectionError) or "TransportError" in kinds:
             return GeneratorError(f"cannot reach the language model at {where}")
         if isinstance(exc, openai.APIStatusError):
             return GeneratorError(f"the language model at {where} answered HTTP {exc.status_code}")
@@ -210,21 +239,24 @@ class LLMGenerator:
 
     def chat(self, system: str, user: str, max_tokens: int) -> Iterator[str]:
         """Stream the reply's text; every failure becomes a GeneratorError."""
+        produced = ""
         try:
-            stream = self.client.chat.completions.create(
+            # `with` closes the connection when the caller stops early (a client that left).
+            with self.client.chat.completions.create(
                 model=self.settings.llm_model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 max_tokens=max_tokens,
                 temperature=0,
                 stream=True,
-            )
-            produced = False
-            for chunk in stream:
-                if not chunk.choices:
-                    continue
-                piece = chunk.choices[0].delta.content or ""
-                if piece:
-                    produced = True
+            ) as stream:
+                for chunk in stream:
+                    piece = (chunk.choices[0].delta.content or "") if chunk.choices else ""
+                    if not piece:
+                        continue
+                    produced += piece
+                    if repeats_instructions(produced[-len(piece) - 200 :], system):
+                        where = self.settings.llm_base_url or "the OpenAI API"
+                        raise GeneratorError(f"the language model at {where} repeated its instructions instead of answering")
                     yield piece
         except GeneratorError:
             raise

@@ -40,7 +40,7 @@ from .embedding import (
     load_embedder,
     load_multilingual_embedder,
 )
-from .errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
+from .errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
 
 FORMAT_VERSION = 1
 REBUILD_HINT = "run `rag index` to rebuild it"
@@ -145,7 +145,7 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
 
     started = time.perf_counter()
     root = Path(settings.index_dir)
-    with _staging(root) as work:
+    with _writing(root), _staging(root) as work:
         embedder = load_embedder(settings.embedding_model)
         configure_llama_index(embedder)
         nodes = chunk_papers(
@@ -179,8 +179,24 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
             "build_seconds": round(time.perf_counter() - started, 2),
         }
         final = _seal(work, manifest)
-    _publish(root, final)
+    with _writing(root):
+        _publish(root, final)
     return final
+
+
+@contextmanager
+def _writing(root: Path):
+    """A write that fails (disk full, read-only folder, no permission) becomes one clear error;
+    the build being written is dropped by `_staging` and the current one is left as it was."""
+    try:
+        yield
+    except OSError as exc:
+        where = exc.filename or root
+        raise IndexWriteError(
+            f"cannot write {where}: {exc.strerror or exc}; the current index is unchanged. "
+            f"Free disk space or make {root} writable (or set RAG_INDEX_DIR to another folder), "
+            f"then run `rag index` (or repeat the add)"
+        ) from exc
 
 
 @contextmanager
@@ -335,10 +351,12 @@ def add_papers(settings: Settings, new: Corpus, files: dict[str, str]) -> AddRes
     `files` (name -> seed-format text, the source of `new`) are written into the seeds folder
     first when anything is new, so the seeds stay the corpus of record: a later `rag index`
     rebuilds the same papers, and a crash between the two only costs a rebuild."""
-    Path(settings.index_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(settings.index_dir) / ".add.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one add at a time, across processes
-        return _add_papers_locked(settings, new, files)
+    root = Path(settings.index_dir)
+    with _writing(root):
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / ".add.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one add at a time, across processes
+            return _add_papers_locked(settings, new, files)
 
 
 def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -> AddResult:

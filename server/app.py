@@ -29,6 +29,7 @@ from .schemas import (
     AddPapersResponse,
     AskRequest,
     AskResponse,
+    ErrorResponse,
     Health,
     PaperOut,
     PapersResponse,
@@ -48,17 +49,44 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers
 
 
+ERRORS = {
+    400: "not JSON, not a seed-format file, or a query that cannot be served",
+    401: "missing or wrong `Authorization: Bearer <RAG_API_KEY>`",
+    404: "no such paper",
+    413: "request body over RAG_MAX_BODY_BYTES",
+    422: "invalid request",
+    429: "too many answers in flight; retry after Retry-After seconds",
+    502: "the LLM endpoint failed",
+    503: "the index is loading or unusable",
+    504: "the LLM endpoint timed out",
+}
+
+
+def errors(*statuses: int) -> dict:
+    """OpenAPI `responses` for these error statuses, all answering ErrorResponse."""
+    return {status: {"model": ErrorResponse, "description": ERRORS[status]} for status in statuses}
+
+
 def _error(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
-class LimitsAndLogging:
-    """ASGI middleware: refuses bodies over the limit (declared or streamed) with 413, and logs
-    one structured line per request: method, route, status, milliseconds; never the question."""
+ANSWER_PATHS = ("/ask", "/v1/chat/completions")
 
-    def __init__(self, app, max_body_bytes: int):
+
+class LimitsAndLogging:
+    """ASGI middleware: refuses bodies over the limit (declared or streamed) with 413 and answers
+    beyond `max_answers` at once with 429, and logs one structured line per request: method,
+    route, status, milliseconds; never the question.
+
+    Answers are counted here, around the whole request, because only here is the end certain:
+    the count drops when the response is complete or the client has gone, streamed or not."""
+
+    def __init__(self, app, max_body_bytes: int, max_answers: int, in_flight: dict):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_answers = max_answers
+        self.in_flight = in_flight
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -71,6 +99,9 @@ class LimitsAndLogging:
                 status["code"] = message["status"]
             await send(message)
 
+        answering = scope["path"] in ANSWER_PATHS and scope["method"] == "POST"
+        if answering:
+            self.in_flight["answers"] += 1
         try:
             declared = dict(scope["headers"]).get(b"content-length", b"0")
             try:
@@ -80,6 +111,10 @@ class LimitsAndLogging:
             if oversized:
                 too_large = _error(413, "body_too_large", f"request body is over {self.max_body_bytes} bytes")
                 await too_large(scope, receive, send_logged)
+            elif answering and self.in_flight["answers"] > self.max_answers:
+                busy = _error(429, "too_many_answers", f"{self.max_answers} answers are being served; retry shortly",
+                              {"Retry-After": "1"})
+                await busy(scope, receive, send_logged)
             else:
                 received = 0
 
@@ -94,6 +129,8 @@ class LimitsAndLogging:
 
                 await self.app(scope, receive_limited, send_logged)
         finally:
+            if answering:
+                self.in_flight["answers"] -= 1
             route = scope.get("route")
             log.info(
                 json.dumps(
@@ -152,7 +189,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Questions about the ICML 2026 abstracts, answered with checked citations.",
         lifespan=lifespan,
     )
-    app.add_middleware(LimitsAndLogging, max_body_bytes=settings.max_body_bytes)
+    in_flight = {"answers": 0}
+    app.add_middleware(LimitsAndLogging, max_body_bytes=settings.max_body_bytes,
+                       max_answers=settings.max_answers_in_flight, in_flight=in_flight)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -180,7 +219,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
-        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
+                      getattr(exc, "headers", None))
 
     @app.exception_handler(CorpusError)
     async def _corpus(request: Request, exc: CorpusError):
@@ -253,7 +293,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # -- open routes --------------------------------------------------------------------------
 
-    @app.get("/health", response_model=Health, responses={503: {"description": "loading or no usable index"}})
+    @app.get("/health", response_model=Health, responses=errors(503))
     async def health(request: Request):
         ready = assistant(request)
         return Health(
@@ -262,6 +302,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             chunks=ready.index.chunks,
             embedding_model=ready.index.manifest["embedding_model"],
             generator=ready.generator.name,
+            answers_in_flight=in_flight["answers"],
         )
 
     @app.get("/", include_in_schema=False)
@@ -270,15 +311,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # -- routes behind the API key ------------------------------------------------------------
 
-    api = APIRouter(dependencies=[Depends(authorised)])
+    api = APIRouter(dependencies=[Depends(authorised)], responses=errors(401))
 
-    @api.post("/search", response_model=SearchResponse)
+    @api.post("/search", response_model=SearchResponse, responses=errors(400, 413, 422, 503))
     async def search(body: SearchRequest, ready=Depends(assistant)):
         result = await run_in_threadpool(ready.retriever.search, body.query, body.k)
         return {"results": [hit.to_dict() for hit in result.hits]}
 
     @api.post("/ask", response_model=AskResponse,
-              responses={200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"}})
+              responses={200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"},
+                         **errors(400, 413, 422, 429, 502, 503, 504)})
     async def ask(body: AskRequest, request: Request, ready=Depends(assistant)):
         history = [turn.model_dump() for turn in body.history]
         if not body.stream:
@@ -286,12 +328,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return answer.to_dict()
         return _event_stream(_ask_events(ready.stream(body.question, history, body.k), request))
 
-    @api.get("/papers", response_model=PapersResponse)
+    @api.get("/papers", response_model=PapersResponse, responses=errors(503))
     async def papers(ready=Depends(assistant)):
         return {"papers": [p.to_dict() for p in ready.index.corpus.papers]}
 
     @api.post("/papers", response_model=AddPapersResponse, status_code=201, dependencies=[Depends(assistant)],
-              responses={400: {"description": "not a seed-format file"}})
+              responses=errors(400, 413, 422, 503))
     async def add_papers(body: AddPapersRequest, request: Request):
         """Add abstracts without a full rebuild; searches meanwhile see the old index."""
         from rag.assistant import Assistant
@@ -306,7 +348,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"added": [p.to_dict() for p in result.added],
                 "duplicates": [p.to_dict() for p in result.duplicates], "papers": papers}
 
-    @api.get("/papers/{paper_id}", response_model=PaperOut, responses={404: {"description": "no such paper"}})
+    @api.get("/papers/{paper_id}", response_model=PaperOut, responses=errors(404, 422, 503))
     async def paper(paper_id: str, ready=Depends(assistant)):
         found = ready.index.corpus.get(paper_id)
         if found is None:
@@ -317,7 +359,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def models():
         return openai_compat.models(settings.model_id)
 
-    @api.post("/v1/chat/completions")
+    @api.post("/v1/chat/completions",
+              responses={200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"},
+                         **errors(400, 413, 422, 429, 502, 503, 504)})
     async def chat_completions(body: openai_compat.ChatCompletionRequest, request: Request, ready=Depends(assistant)):
         if not body.stream:
             answer = await run_in_threadpool(ready.ask, body.question(), body.history())
@@ -364,6 +408,9 @@ async def _ask_events(stream, request: Request):
                 yield _sse("token", {"text": piece})
     except RagError as exc:
         yield _sse("error", {"code": exc.code, "message": str(exc)})
+    except Exception:  # headers are sent: end the stream with an error event, not a cut connection
+        log.exception("unhandled error while streaming /ask")
+        yield _sse("error", {"code": "internal_error", "message": "internal error; it has been logged"})
 
 
 async def _chat_chunks(stream, request: Request, writer):
@@ -375,4 +422,7 @@ async def _chat_chunks(stream, request: Request, writer):
             yield writer.finish(piece) if isinstance(piece, Answer) else writer.text(piece)
     except RagError as exc:
         yield writer.error(exc.code, str(exc))
+    except Exception:  # the same for OpenAI-style streams
+        log.exception("unhandled error while streaming /v1/chat/completions")
+        yield writer.error("internal_error", "internal error; it has been logged")
     yield writer.done()

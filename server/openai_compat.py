@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.assistant import Answer
 
+from .schemas import unicode_text
+
 
 class ContentPart(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -46,6 +48,8 @@ class ChatCompletionRequest(BaseModel):
     @field_validator("messages")
     @classmethod
     def _ends_with_a_question(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        for message in messages:
+            unicode_text(message.text())
         if messages[-1].role != "user" or not messages[-1].text().strip():
             raise ValueError("the last message must be a non-empty user message")
         if len(messages[-1].text().strip()) > 2000:

@@ -7,8 +7,17 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, Field
 
 
+def unicode_text(value: str) -> str:
+    """JSON's "\\ud800" escapes decode to lone surrogates, which are not text: refuse them."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
 def _trimmed(value: str) -> str:
-    value = value.strip()
+    value = unicode_text(value).strip()
     if not value:
         raise ValueError("must not be empty")
     if len(value) > 2000:
@@ -46,6 +55,7 @@ class Health(BaseModel):
     chunks: int
     embedding_model: str
     generator: str
+    answers_in_flight: int = Field(..., description="Answers being served now (bounded by RAG_MAX_ANSWERS_IN_FLIGHT).")
 
 
 class Turn(BaseModel):
@@ -101,3 +111,14 @@ class AddPapersResponse(BaseModel):
     added: list[PaperOut]
     duplicates: list[PaperOut]
     papers: int
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """The body of every 4xx and 5xx answer."""
+
+    error: ErrorDetail

@@ -61,6 +61,11 @@ def retriever(loaded_index, settings):
     return Retriever(loaded_index, settings)
 
 
+def small_settings(tmp_path, seeds) -> Settings:
+    """The English model only: for tests about the index life cycle, not languages."""
+    return Settings(index_dir=tmp_path / "index", seeds_dir=seeds, multilingual=False)
+
+
 @pytest.fixture()
 def small_seeds(tmp_path) -> Path:
     """A copy of two seed files: a real but small corpus for index life-cycle tests."""

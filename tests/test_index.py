@@ -11,16 +11,11 @@ import pytest
 import rag.index as index_module
 from rag.config import Settings
 from rag.corpus import load_corpus
-from rag.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
+from rag.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
 from rag.index import build_index, ensure_index, load_index
 from rag.retrieval import Retriever
 
-from .conftest import ROOT, SEEDS
-
-
-def small_settings(tmp_path, seeds) -> Settings:
-    # The English model only: these tests are about the index life cycle, not languages.
-    return Settings(index_dir=tmp_path / "index", seeds_dir=seeds, multilingual=False)
+from .conftest import ROOT, SEEDS, small_settings
 
 
 def test_the_full_index_has_a_manifest_that_describes_it(loaded_index, corpus):
@@ -87,7 +82,7 @@ def test_an_exception_mid_build_leaves_the_previous_index_loadable(tmp_path, sma
         raise OSError("disk full")
 
     monkeypatch.setattr(index_module, "_file_table", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(IndexWriteError, match="disk full.*current index is unchanged.*rag index"):
         build_index(corpus, settings)
     assert load_index(settings, corpus).path == good
     assert not list((settings.index_dir / "builds").glob(".tmp-*"))

@@ -10,17 +10,13 @@ import httpx
 import pytest
 
 import rag.index as index_module
-from rag.config import Settings
 from rag.corpus import load_corpus
+from rag.errors import IndexWriteError
 from rag.index import add_seed_texts, build_index, load_index
 
-from .conftest import ROOT, SEEDS, Server
+from .conftest import ROOT, SEEDS, Server, small_settings
 
 NEW_FILE = sorted(SEEDS.glob("*.txt"))[2]  # 19 abstracts that the two-file corpus lacks
-
-
-def small_settings(tmp_path, seeds) -> Settings:
-    return Settings(index_dir=tmp_path / "index", seeds_dir=seeds, multilingual=False)
 
 
 def test_rag_add_adds_new_papers_once_and_keeps_the_seeds_in_step(tmp_path, small_seeds):
@@ -57,7 +53,7 @@ def test_a_crash_mid_add_loses_nothing_already_indexed(tmp_path, small_seeds, mo
         raise OSError("disk full")
 
     monkeypatch.setattr(index_module, "_file_table", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(IndexWriteError, match="disk full"):
         add_seed_texts(settings, [(NEW_FILE.name, NEW_FILE.read_bytes())])
     after = load_index(settings)
     assert after.path == good
