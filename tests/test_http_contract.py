@@ -195,13 +195,11 @@ def test_rag_serve_runs_several_workers(tmp_path, index_dir):
     served = Server(index_env(index_dir), tmp_path / "workers.log", args=command)
     try:
         with httpx.Client(base_url=served.url, timeout=60) as client:
-            # Each worker loads the index itself and answers 503 "loading" until it has.
+            # Each worker loads the index itself and answers 503 "loading" until it has; which
+            # worker accepts a connection is up to the kernel, so wait for both to say "ready".
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                statuses = {client.get("/health", headers={"Connection": "close"}).status_code for _ in range(20)}
-                if statuses == {200}:
-                    break
-                time.sleep(0.5)
+            while served.log().count('"event": "ready"') < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
             for _ in range(30):
                 response = client.post("/search", json={"query": "rotary embeddings for vision transformers"},
                                        headers={"Connection": "close"})
