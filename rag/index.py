@@ -36,9 +36,13 @@ from .config import Settings
 from .corpus import Corpus, Paper, build_corpus, parse_seed
 from .embedding import (
     MULTILINGUAL_MODEL,
+    QUERY_ENCODER,
     configure_llama_index,
+    export_query_encoder,
     load_embedder,
     load_multilingual_embedder,
+    load_query_embedder,
+    tokenizer_of,
 )
 from .errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
 
@@ -158,6 +162,7 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
         _build_vector_index(nodes, embedder, work / "dense", show_progress,
                             make_faiss_index(dimensions, kind, settings))
         np.save(work / "sentences.npy", _embed_sentences(embedder, sentences, show_progress))
+        query_encoder = export_query_encoder(embedder, work / QUERY_ENCODER)
         if settings.multilingual:
             multilingual = load_multilingual_embedder()
             _build_vector_index(nodes, multilingual, work / "multilingual", show_progress,
@@ -175,6 +180,7 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
             "sentences": len(sentences),
             "dimensions": dimensions,
             "faiss_index": kind,
+            "query_encoder": "onnx" if query_encoder else "sentence-transformers",
             "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "build_seconds": round(time.perf_counter() - started, 2),
         }
@@ -292,7 +298,8 @@ def load_index(settings: Settings, corpus: Corpus | None = None) -> LoadedIndex:
     try:
         stored = json.loads((build / "papers.json").read_text())
         papers = [Paper(**p) for p in stored["papers"]]
-        embedder = load_embedder(settings.embedding_model)
+        digest = manifest.get("files", {}).get(QUERY_ENCODER, {}).get("sha256")
+        embedder = load_query_embedder(build, settings.embedding_model, digest)
         configure_llama_index(embedder)
         dense = _load_vector_index(build / "dense", embedder)
         bm25 = BM25Retriever.from_persist_dir(str(build / "bm25"))
@@ -370,7 +377,7 @@ def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -
     for name, text in files.items():
         (Path(settings.seeds_dir) / name).write_text(text, encoding="utf-8")
     with _staging(Path(settings.index_dir), source=loaded.path) as work:
-        nodes = chunk_papers(fresh, loaded.embedder._model.tokenizer.tokenize, settings.chunk_size, settings.chunk_overlap)
+        nodes = chunk_papers(fresh, tokenizer_of(loaded.embedder), settings.chunk_size, settings.chunk_overlap)
         sentences = [s for paper in fresh for s in split_sentences(paper)]
         loaded.dense.insert_nodes(nodes)
         loaded.dense.storage_context.persist(persist_dir=str(work / "dense"))

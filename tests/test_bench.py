@@ -54,7 +54,7 @@ def test_profile_smoke(index_dir, tmp_path):
     run("profile_service.py", "--index-dir", str(index_dir), "--seconds", "3", "--out", str(tmp_path))
     report = json.loads((tmp_path / "profile.json").read_text())
     assert abs(sum(report["cold_start"].values()) - 1) < 0.01
-    assert "import torch" in report["cold_start"]
+    assert "import llama-index" in report["cold_start"]
     # Most of a search is the query embedding; a profile that misses it is broken.
     assert report["one_client"]["query embedding (MiniLM forward)"] > 0.3
     assert report["16_connections_load"]["errors"] == 0

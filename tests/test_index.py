@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import rag.index as index_module
@@ -141,3 +142,27 @@ def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
     assert hits[0].paper.name == "Spiral RoPE"
     auto = Settings(hnsw_above=100)
     assert index_module.faiss_kind(auto, 99) == "flat" and index_module.faiss_kind(auto, 100) == "hnsw"
+
+
+def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(loaded_index, settings):
+    from rag.embedding import load_embedder
+
+    assert loaded_index.manifest["query_encoder"] == "onnx"
+    assert type(loaded_index.embedder).__name__ == "OnnxQueryEmbedding"
+    reference = load_embedder(settings.embedding_model)
+    for text in ["rotary embeddings for vision transformers", "What speedup does Jacobi Forcing report?",
+                 "Ünïcode, ponctuation… et 数字 3.8×!", "long " * 400]:
+        ours = np.asarray(loaded_index.embedder.get_query_embedding(text))
+        assert float(ours @ np.asarray(reference.get_query_embedding(text))) > 0.9999, text
+    assert loaded_index.embedder.tokenize("RoPE embeddings") == reference._model.tokenizer.tokenize("RoPE embeddings")
+
+
+def test_the_service_loads_and_answers_without_importing_torch(index_dir):
+    probe = ("import sys; from rag.config import Settings; from rag.index import load_index; "
+             "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
+             "print(a.ask('What speedup does Jacobi Forcing report?').citations[0].name, "
+             "'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)})
+    assert done.stdout.split() == ["Jacobi", "Forcing", "False", "False"], done.stderr[-2000:]
+
