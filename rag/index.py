@@ -145,8 +145,6 @@ def _embed_sentences(embed_model, sentences: list[Sentence], show_progress: bool
 
 def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False) -> Path:
     """Build the whole index from `corpus` and publish it atomically; returns its directory."""
-    from llama_index.retrievers.bm25 import BM25Retriever
-
     started = time.perf_counter()
     root = Path(settings.index_dir)
     with _writing(root), _staging(root) as work:
@@ -168,20 +166,12 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False)
             _build_vector_index(nodes, multilingual, work / "multilingual", show_progress,
                                 make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings))
             np.save(work / "sentences_multilingual.npy", _embed_sentences(multilingual, sentences, False))
-        BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=settings.candidates).persist(
-            str(work / "bm25"), show_progress=False
-        )
-        _write_tables(work, corpus, sentences)
         manifest = {
             **expected_parameters(settings),
-            "corpus_hash": corpus.content_hash,
-            "papers": len(corpus),
-            "chunks": len(nodes),
-            "sentences": len(sentences),
+            **_write_contents(work, corpus, nodes, sentences, settings),
             "dimensions": dimensions,
             "faiss_index": kind,
             "query_encoder": "onnx" if query_encoder else "sentence-transformers",
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "build_seconds": round(time.perf_counter() - started, 2),
         }
         final = _seal(work, manifest)
@@ -221,6 +211,24 @@ def _staging(root: Path, source: Path | None = None):
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def _write_contents(work: Path, corpus: Corpus, nodes: list, sentences: list[Sentence], settings: Settings) -> dict:
+    """BM25 over every chunk and the paper and sentence tables, for a build or an add; returns
+    what the manifest records of them."""
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=settings.candidates).persist(
+        str(work / "bm25"), show_progress=False
+    )
+    _write_tables(work, corpus, sentences)
+    return {
+        "corpus_hash": corpus.content_hash,
+        "papers": len(corpus),
+        "chunks": len(nodes),
+        "sentences": len(sentences),
+        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 def _write_tables(work: Path, corpus: Corpus, sentences: list[Sentence]) -> None:
@@ -367,8 +375,6 @@ def add_papers(settings: Settings, new: Corpus, files: dict[str, str]) -> AddRes
 
 
 def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -> AddResult:
-    from llama_index.retrievers.bm25 import BM25Retriever
-
     loaded = load_index(settings)
     fresh = [p for p in new.papers if loaded.corpus.get(p.paper_id) is None]
     duplicates = [p for p in new.papers if loaded.corpus.get(p.paper_id) is not None]
@@ -390,21 +396,12 @@ def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -
                                  _embed_sentences(loaded.multilingual_embedder, sentences, False)])
             np.save(work / "sentences_multilingual.npy", vectors)
         # bm25s cannot add documents; re-indexing every chunk's words takes milliseconds.
-        all_nodes = list(loaded.dense.docstore.docs.values())
         shutil.rmtree(work / "bm25")
-        BM25Retriever.from_defaults(nodes=all_nodes, similarity_top_k=settings.candidates).persist(
-            str(work / "bm25"), show_progress=False
-        )
-        all_sentences = loaded.sentences + sentences
         merged = Corpus(loaded.corpus.papers + fresh, loaded.corpus.paragraphs + new.paragraphs)
-        _write_tables(work, merged, all_sentences)
         manifest = {
             **loaded.manifest,
-            "corpus_hash": merged.content_hash,
-            "papers": len(merged),
-            "chunks": len(all_nodes),
-            "sentences": len(all_sentences),
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **_write_contents(work, merged, list(loaded.dense.docstore.docs.values()),
+                              loaded.sentences + sentences, settings),
             "added": loaded.manifest.get("added", 0) + len(fresh),
         }
         final = _seal(work, manifest)
