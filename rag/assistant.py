@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,15 +61,17 @@ class Answer:
 
 
 class Assistant:
-    def __init__(self, index: LoadedIndex, settings: Settings, generator: Generator | None = None):
+    def __init__(self, index: LoadedIndex, settings: Settings, generator: Generator | None = None,
+                 exclude: Collection[str] = ()):
+        """`exclude`: paper ids to act as if absent (leave-one-out calibration)."""
         self.index = index
         self.settings = settings
-        self.retriever = Retriever(index, settings)
+        self.retriever = Retriever(index, settings, exclude)
         texts = [s.text for s in index.sentences]
         self.generator = generator or make_generator(settings, texts)
         self.extractive = self.generator if isinstance(self.generator, ExtractiveGenerator) else ExtractiveGenerator(texts)
         # Every word of the abstracts, with hyphen parts and plural-less forms ("PDEs" -> "PDE").
-        tokens = {t for p in index.corpus.papers for t in _TOKEN.findall(p.text)}
+        tokens = {t for p in self.retriever.papers.values() for t in _TOKEN.findall(p.text)}
         parts = {part for t in tokens for part in t.split("-")}
         self.vocabulary = tokens | parts | {w[:-1] for w in tokens | parts if w.endswith("s")}
 

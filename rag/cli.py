@@ -31,12 +31,16 @@ def _bounded(name: str, low: int, high: int):
     return parse
 
 
-def _systems(value: str) -> list[str]:
-    systems = [s.strip() for s in value.split(",") if s.strip()]
-    unknown = set(systems) - {"bm25", "dense", "hybrid"}
-    if not systems or unknown:
-        raise argparse.ArgumentTypeError("systems are a comma-separated subset of bm25,dense,hybrid")
-    return systems
+def _choices(name: str, allowed):
+    """An argparse type for a comma-separated, non-empty subset of `allowed`."""
+
+    def parse(value: str) -> list[str]:
+        chosen = [s.strip() for s in value.split(",") if s.strip()]
+        if not chosen or set(chosen) - set(allowed):
+            raise argparse.ArgumentTypeError(f"{name} are a comma-separated subset of {','.join(allowed)}")
+        return chosen
+
+    return parse
 
 
 _k = _bounded("k", 1, 50)
@@ -135,19 +139,27 @@ def cmd_add(args, settings: Settings) -> int:
 
 def cmd_eval(args, settings: Settings) -> int:
     from .corpus import load_corpus
-    from .evaluation import HEADLINE, below_floors, evaluate, load_questions, write_report
+    from .evaluation import HEADLINE, LOO_SPLIT, SPLITS, below_floors, evaluate, leave_one_out, load_questions, write_report
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})
-    questions = load_questions(args.questions, load_corpus(settings.seeds_dir))
-    report = evaluate(settings, questions, args.systems, progress=True)
+    corpus = load_corpus(settings.seeds_dir)
+    files = {path.stem: path for path in args.questions} if args.questions else {s: SPLITS[s] for s in args.split}
+    splits = {name: load_questions(path, corpus) for name, path in files.items()}
+    if args.leave_one_out:
+        if "dev" not in splits:
+            raise RagError("--leave-one-out hides the papers of dev questions: include the dev split")
+        splits[LOO_SPLIT] = leave_one_out(splits["dev"])
+    report = evaluate(settings, splits, args.systems, progress=True)
     out = write_report(report, args.out)
-    systems = list(report["systems"])
-    print(f"{'metric':<22}" + "".join(f"{s:>10}" for s in systems))
+    cols = [(split, system) for split, data in report["splits"].items() for system in data["systems"]]
+    width = max(12, *(len(f"{a}:{b}") + 2 for a, b in cols))
+    print(f"{'metric':<34}" + "".join(f"{f'{a}:{b}':>{width}}" for a, b in cols))
     for key, label in HEADLINE.items():
-        values = [report["systems"][s]["overall"][key] for s in systems]
-        print(f"{label:<22}" + "".join(f"{'-' if v is None else f'{v:.3f}':>10}" for v in values))
-    print(f"{len(questions)} questions x {len(systems)} systems in {report['seconds']} s -> {out}/report.md")
+        values = [report["splits"][a]["systems"][b]["overall"][key] for a, b in cols]
+        print(f"{label:<34}" + "".join(f"{'-' if v is None else f'{v:.3f}':>{width}}" for v in values))
+    sizes = ", ".join(f"{name} {len(qs)}" for name, qs in splits.items())
+    print(f"questions: {sizes}; {len(args.systems)} systems in {report['seconds']} s -> {out}/report.md")
     if args.check:
         problems = below_floors(report, args.check)
         for problem in problems:
@@ -211,13 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add.set_defaults(run=cmd_add)
 
-    from .evaluation import DEFAULT_QUESTIONS, DEFAULT_REPORTS, SYSTEMS
+    from .evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
-    evaluate = sub.add_parser("eval", help="measure answer quality on a gold question set")
-    evaluate.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS, help="a questions.jsonl file")
+    evaluate = sub.add_parser("eval", help="measure answer quality on the gold questions (dev and test)")
+    evaluate.add_argument("--split", type=_choices("split", SPLITS), default=list(SPLITS),
+                          help="comma-separated subset of dev,test (tune on dev; test is only reported)")
+    evaluate.add_argument("--questions", type=Path, action="append", metavar="FILE",
+                          help="a questions .jsonl file instead of the splits (repeatable; named by file stem)")
+    evaluate.add_argument("--leave-one-out", action="store_true",
+                          help="also ask each one-paper dev question with its paper hidden (should abstain)")
     evaluate.add_argument("--generator", choices=["extractive", "llm"], default=None,
                           help="default: RAG_GENERATOR (auto)")
-    evaluate.add_argument("--systems", type=_systems, default=list(SYSTEMS),
+    evaluate.add_argument("--systems", type=_choices("systems", SYSTEMS), default=list(SYSTEMS),
                           help="comma-separated subset of bm25,dense,hybrid")
     evaluate.add_argument("--out", type=Path, default=DEFAULT_REPORTS, help="reports folder")
     evaluate.add_argument("--check", type=Path, metavar="THRESHOLDS", default=None,

@@ -1,5 +1,9 @@
-"""Offline evaluation: a gold question file -> every question through the assistant, once per
+"""Offline evaluation: gold question splits -> every question through the assistant, once per
 system (BM25 only, dense only, the full hybrid pipeline) -> report.json, report.md, a plot.
+
+`dev` is the split to tune on; `test` was written before the code it measures and is only
+reported (and gated in CI). `leave_one_out` turns answerable dev questions into realistic
+off-corpus ones: each is asked with its paper hidden, so the right answer becomes an abstention.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from .corpus import Corpus
 from .errors import RagError
 from .metrics import aggregate, citation_metrics, keywords_present, ranking_metrics
 
-QUESTION_TYPES = ("name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup")
+QUESTION_TYPES = ("name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone")
 SYSTEMS = ("bm25", "dense", "hybrid")
-DEFAULT_QUESTIONS = PROJECT_ROOT / "eval" / "questions.jsonl"
+SPLITS = {"dev": PROJECT_ROOT / "eval" / "dev.jsonl", "test": PROJECT_ROOT / "eval" / "test.jsonl"}
+LOO_SPLIT = "dev-loo"
 DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
 DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"
 # Figures shown in tables and plots, in order, with their labels.
@@ -27,10 +32,12 @@ HEADLINE = {
     "hit_at_1": "hit@1", "hit_at_5": "hit@5", "mrr": "MRR", "ndcg_at_10": "nDCG@10",
     "multi_recall_at_10": "multi recall@10", "citation_precision": "citation precision",
     "citation_support": "citation support", "citation_recall": "citation recall",
-    "sentence_citation_rate": "cited sentences", "keyword_accuracy": "keyword accuracy",
+    "sentence_citation_rate": "cited sentences", "multi_citation_recall": "multi citation recall",
+    "keyword_accuracy": "keyword accuracy", "fact_keyword_accuracy": "keyword acc. fact/name/follow-up",
     "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
-    "false_abstention": "false abstention",
+    "false_abstention": "false abstention", "dangling_markers": "dangling markers",
 }
+COUNTS = {"dangling_markers"}  # a count, not a share: in the tables, not on the plot
 
 
 def load_questions(path: Path, corpus: Corpus) -> list[dict]:
@@ -80,6 +87,17 @@ def load_questions(path: Path, corpus: Corpus) -> list[dict]:
     return questions
 
 
+def leave_one_out(questions: list[dict]) -> list[dict]:
+    """Answerable one-paper questions asked with their paper hidden: off-corpus questions on a
+    topic right next to the corpus, for calibrating abstention without touching test."""
+    return [
+        {**q, "id": f"{q['id']}-loo", "type": "unanswerable", "gold": [], "answer_keywords": [],
+         "exclude": list(q["gold"])}
+        for q in questions
+        if len(q["gold"]) == 1 and q["type"] not in ("multi", "unanswerable")
+    ]
+
+
 def evaluate_question(assistant, q: dict) -> dict:
     answer = assistant.ask(q["question"], q["history"])
     ranking = [h.paper.paper_id for h in assistant.retriever.search(answer.query, 10).hits]
@@ -102,8 +120,15 @@ def evaluate_question(assistant, q: dict) -> dict:
     }
 
 
-def evaluate(settings: Settings, questions: list[dict], systems=SYSTEMS, progress: bool = False) -> dict:
-    """Run every question through each system; the index is loaded once and shared."""
+def summarise(records: list[dict]) -> dict:
+    by_type = {t: aggregate([r for r in records if r["type"] == t]) for t in QUESTION_TYPES
+               if any(r["type"] == t for r in records)}
+    return {"overall": aggregate(records), "by_type": by_type}
+
+
+def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS, progress: bool = False) -> dict:
+    """Run every question of every split through each system; the index is loaded once and shared.
+    A question with an `exclude` list is asked of an assistant that cannot see those papers."""
     from tqdm import tqdm
 
     from .assistant import Assistant
@@ -117,22 +142,23 @@ def evaluate(settings: Settings, questions: list[dict], systems=SYSTEMS, progres
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "index": {k: index.manifest[k] for k in ("embedding_model", "multilingual_model", "chunk_size", "chunk_overlap", "papers", "chunks")},
         "generator": generator.name,
-        "questions": len(questions),
-        "systems": {},
-        "records": {},
+        "splits": {},
     }
-    bar = tqdm(total=len(questions) * len(systems), desc="eval", disable=not progress, unit="q")
+    bar = tqdm(total=sum(map(len, splits.values())) * len(systems), desc="eval", disable=not progress, unit="q")
     started = time.perf_counter()
-    for system in systems:
-        assistant = Assistant(index, settings.model_copy(update={"retrieval_mode": system}), generator)
-        records = []
-        for q in questions:
-            records.append(evaluate_question(assistant, q))
-            bar.update()
-        by_type = {t: aggregate([r for r in records if r["type"] == t]) for t in QUESTION_TYPES
-                   if any(r["type"] == t for r in records)}
-        report["systems"][system] = {"overall": aggregate(records), "by_type": by_type}
-        report["records"][system] = records
+    for name, questions in splits.items():
+        split = {"questions": len(questions), "systems": {}, "records": {}}
+        for system in systems:
+            system_settings = settings.model_copy(update={"retrieval_mode": system})
+            assistant = Assistant(index, system_settings, generator)
+            records = []
+            for q in questions:
+                asked = Assistant(index, system_settings, generator, exclude=q["exclude"]) if q.get("exclude") else assistant
+                records.append(evaluate_question(asked, q))
+                bar.update()
+            split["systems"][system] = summarise(records)
+            split["records"][system] = records
+        report["splits"][name] = split
     bar.close()
     report["seconds"] = round(time.perf_counter() - started, 1)
     return report
@@ -151,6 +177,12 @@ def failures(records: list[dict]) -> list[dict]:
             reasons.append("answered an unanswerable question")
         if r["gold"] and not r["abstained"] and r["keywords"] and not r["keywords_ok"]:
             reasons.append("keywords missing")
+        if r["gold"] and not r["abstained"] and set(r["cited"]) - set(r["gold"]):
+            reasons.append("cited a paper that is not gold")
+        if r["type"] == "multi" and not r["abstained"] and set(r["gold"]) - set(r["cited"]):
+            reasons.append(f"cited {len(set(r['gold']) & set(r['cited']))} of {len(r['gold'])} gold papers")
+        if r["citations"].get("dangling"):
+            reasons.append("dangling marker")
         if reasons:
             out.append({"id": r["id"], "type": r["type"], "question": r["question"], "why": "; ".join(reasons),
                         "answer": r["answer"]})
@@ -161,40 +193,46 @@ def _cell(value) -> str:
     return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def columns(report: dict) -> list[tuple[str, str]]:
+    """(split, system) pairs in report order: the columns of every table and the bars of the plot."""
+    return [(split, system) for split, data in report["splits"].items() for system in data["systems"]]
+
+
 def markdown(report: dict) -> str:
-    systems = list(report["systems"])
+    cols = columns(report)
+    overall = lambda split, system: report["splits"][split]["systems"][system]["overall"]  # noqa: E731
+    sizes = ", ".join(f"{name} {data['questions']}" for name, data in report["splits"].items())
     lines = [
         f"# Evaluation {report['created']}",
         "",
-        f"{report['questions']} questions, generator `{report['generator']}`, index {report['index']}, "
-        f"{report['machine']}, {report['seconds']} s.",
+        f"Questions: {sizes}; generator `{report['generator']}`, index {report['index']}, "
+        f"{report['machine']}, {report['seconds']} s. Tune on dev; test is only reported.",
         "",
         "## Systems",
         "",
-        "| metric | " + " | ".join(systems) + " |",
-        "|---|" + "---|" * len(systems),
+        "| metric | " + " | ".join(f"{split} {system}" for split, system in cols) + " |",
+        "|---|" + "---|" * len(cols),
     ]
     for key, label in HEADLINE.items():
-        lines.append(f"| {label} | " + " | ".join(_cell(report["systems"][s]["overall"][key]) for s in systems) + " |")
+        lines.append(f"| {label} | " + " | ".join(_cell(overall(*c)[key]) for c in cols) + " |")
     for stage in ("retrieve", "generate", "total"):
         lines.append(
             f"| {stage} ms p50 / p95 | "
-            + " | ".join(f"{report['systems'][s]['overall'][f'{stage}_ms_p50']:.1f} / "
-                         f"{report['systems'][s]['overall'][f'{stage}_ms_p95']:.1f}" for s in systems)
+            + " | ".join(f"{overall(*c)[f'{stage}_ms_p50']:.1f} / {overall(*c)[f'{stage}_ms_p95']:.1f}" for c in cols)
             + " |"
         )
-    for system in systems:
-        by_type = report["systems"][system]["by_type"]
-        keys = ["questions", "hit_at_1", "hit_at_5", "mrr", "multi_recall_at_10", "citation_precision",
-                "keyword_accuracy", "abstention_recall", "false_abstention"]
-        lines += ["", f"## By question type: {system}", "",
+    keys = ["questions", "hit_at_1", "hit_at_5", "mrr", "multi_recall_at_10", "citation_precision",
+            "citation_recall", "keyword_accuracy", "abstention_recall", "false_abstention"]
+    for split, system in cols:
+        by_type = report["splits"][split]["systems"][system]["by_type"]
+        lines += ["", f"## By question type: {split} {system}", "",
                   "| type | " + " | ".join(HEADLINE.get(k, k) for k in keys) + " |",
                   "|---|" + "---|" * len(keys)]
         for qtype, figures in by_type.items():
             lines.append(f"| {qtype} | " + " | ".join(_cell(figures[k]) for k in keys) + " |")
-    for system in systems:
-        failed = failures(report["records"][system])
-        lines += ["", f"## Failures: {system} ({len(failed)})", ""]
+    for split, system in cols:
+        failed = failures(report["splits"][split]["records"][system])
+        lines += ["", f"## Failures: {split} {system} ({len(failed)})", ""]
         if failed:
             lines += ["| id | type | why | question | answer |", "|---|---|---|---|---|"]
             for f in failed:
@@ -204,23 +242,26 @@ def markdown(report: dict) -> str:
 
 
 def plot(report: dict, path: Path) -> None:
+    """One panel per split, the systems side by side in each."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    systems = list(report["systems"])
-    keys = [k for k in HEADLINE if any(report["systems"][s]["overall"][k] is not None for s in systems)]
-    width = 0.8 / len(systems)
-    fig, ax = plt.subplots(figsize=(12, 4.5))
-    for i, system in enumerate(systems):
-        values = [report["systems"][system]["overall"][k] or 0.0 for k in keys]
-        ax.bar([x + i * width for x in range(len(keys))], values, width, label=system)
-    ax.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(keys))])
-    ax.set_xticklabels([HEADLINE[k] for k in keys], rotation=35, ha="right")
-    ax.set_ylim(0, 1.05)
-    ax.set_title(f"icml-rag evaluation: {report['questions']} questions, generator {report['generator']}")
-    ax.legend()
+    splits = list(report["splits"])
+    fig, axes = plt.subplots(len(splits), 1, figsize=(12, 3.8 * len(splits)), squeeze=False)
+    for ax, split in zip(axes[:, 0], splits):
+        systems = report["splits"][split]["systems"]
+        keys = [k for k in HEADLINE if k not in COUNTS and any(systems[s]["overall"][k] is not None for s in systems)]
+        width = 0.8 / len(systems)
+        for i, system in enumerate(systems):
+            values = [systems[system]["overall"][k] or 0.0 for k in keys]
+            ax.bar([x + i * width for x in range(len(keys))], values, width, label=system)
+        ax.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(keys))])
+        ax.set_xticklabels([HEADLINE[k] for k in keys], rotation=35, ha="right")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{split}: {report['splits'][split]['questions']} questions, generator {report['generator']}")
+        ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -236,17 +277,21 @@ def write_report(report: dict, reports_dir: Path) -> Path:
 
 
 def below_floors(report: dict, thresholds_path: Path = DEFAULT_THRESHOLDS) -> list[str]:
-    """Each figure under its floor in thresholds.toml ([system] metric = floor; names starting
-    with "max_" are ceilings on the metric named after the prefix)."""
+    """Each figure under its floor in thresholds.toml ([split.system] metric = floor; names
+    starting with "max_" are ceilings on the metric named after the prefix)."""
     floors = tomllib.loads(Path(thresholds_path).read_text())
     problems = []
-    for system, limits in floors.items():
-        figures = report["systems"][system]["overall"]
-        for key, limit in limits.items():
-            if key.startswith("max_"):
-                value = figures[key[4:]]
-                if value is None or value > limit:
-                    problems.append(f"{system} {key[4:]} = {value} is above its ceiling {limit}")
-            elif figures[key] is None or figures[key] < limit:
-                problems.append(f"{system} {key} = {figures[key]} is below its floor {limit}")
+    for split, systems in floors.items():
+        for system, limits in systems.items():
+            if split not in report["splits"] or system not in report["splits"][split]["systems"]:
+                problems.append(f"{split} {system} was not evaluated")
+                continue
+            figures = report["splits"][split]["systems"][system]["overall"]
+            for key, limit in limits.items():
+                if key.startswith("max_"):
+                    value = figures[key[4:]]
+                    if value is None or value > limit:
+                        problems.append(f"{split} {system} {key[4:]} = {value} is above its ceiling {limit}")
+                elif figures[key] is None or figures[key] < limit:
+                    problems.append(f"{split} {system} {key} = {figures[key]} is below its floor {limit}")
     return problems

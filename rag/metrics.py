@@ -37,15 +37,16 @@ def answer_sentences(text: str) -> list[str]:
 
 def citation_metrics(text: str, citations: list[dict], gold: list[str], support_threshold: float) -> dict:
     """Cited papers that are gold, cited sentences their paper supports (lexical overlap), gold
-    papers cited, and answer sentences that carry a citation."""
+    papers cited, answer sentences that carry a citation, and markers that point to no citation."""
     by_n = {c["n"]: c for c in citations}
     cited = [c["paper_id"] for c in citations]
     pairs = supported = 0
     sentences = answer_sentences(text)
-    with_marker = 0
+    with_marker = dangling = 0
     for sentence in sentences:
         numbers = {int(n) for body in MARKER.findall(sentence) for n in re.findall(r"\d+", body)}
         with_marker += bool(numbers)
+        dangling += len(numbers - set(by_n))
         for n in numbers:
             if n in by_n:
                 pairs += 1
@@ -59,6 +60,7 @@ def citation_metrics(text: str, citations: list[dict], gold: list[str], support_
         "gold_cited": len(gold_set & set(cited)),
         "sentences": len(sentences),
         "sentences_cited": with_marker,
+        "dangling": dangling,
     }
 
 
@@ -83,6 +85,10 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
+# The questions that ask for something specific an answer must state.
+KEYWORD_TYPES = ("fact", "name", "followup")
+
+
 def aggregate(records: list[dict]) -> dict:
     """The figures for one system over `records` (each from `evaluation.evaluate_question`)."""
     answerable = [r for r in records if r["gold"]]
@@ -90,6 +96,7 @@ def aggregate(records: list[dict]) -> dict:
     multi = [r for r in answerable if r["type"] == "multi"]
     answered = [r for r in answerable if not r["abstained"]]
     with_keywords = [r for r in answerable if r["keywords"]]
+    specific = [r for r in with_keywords if r["type"] in KEYWORD_TYPES]
     abstained = [r for r in records if r["abstained"]]
     cit = lambda key: sum(r["citations"][key] for r in answered)  # noqa: E731
     figures = {
@@ -104,6 +111,9 @@ def aggregate(records: list[dict]) -> dict:
         "citation_recall": _mean(r["citations"]["gold_cited"] / len(r["gold"]) for r in answered),
         "sentence_citation_rate": _ratio(cit("sentences_cited"), cit("sentences")),
         "keyword_accuracy": _mean(float(r["keywords_ok"]) for r in with_keywords),
+        "fact_keyword_accuracy": _mean(float(r["keywords_ok"]) for r in specific),
+        "multi_citation_recall": _mean(r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"),
+        "dangling_markers": sum(r["citations"].get("dangling", 0) for r in answered),
         "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),
         "abstention_recall": _ratio(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
         "false_abstention": _ratio(sum(r["abstained"] for r in answerable), len(answerable)),

@@ -8,6 +8,7 @@ neither. The retrievers themselves are LlamaIndex's.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,18 +54,19 @@ class Retrieval:
         return max((h.dense_score for h in self.hits), default=0.0)
 
 
-def _paper_ranking(nodes) -> dict[str, tuple[int, float]]:
-    """Chunk results -> {paper_id: (rank of its best chunk, that chunk's score)}."""
+def _paper_ranking(nodes, papers: dict) -> dict[str, tuple[int, float]]:
+    """Chunk results -> {paper_id: (rank of its best chunk, that chunk's score)}, for `papers` only."""
     ranking: dict[str, tuple[int, float]] = {}
     for node in nodes:
         pid = node.node.metadata["paper_id"]
-        if pid not in ranking:
+        if pid not in ranking and pid in papers:
             ranking[pid] = (len(ranking) + 1, float(node.score or 0.0))
     return ranking
 
 
 class Retriever:
-    def __init__(self, index: LoadedIndex, settings: Settings):
+    def __init__(self, index: LoadedIndex, settings: Settings, exclude: Collection[str] = ()):
+        """`exclude`: paper ids to act as if absent (leave-one-out calibration in rag.evaluation)."""
         import faiss
 
         # One query per request: splitting it over both cores makes each query wait for a busy
@@ -72,7 +74,7 @@ class Retriever:
         faiss.omp_set_num_threads(1)
         self.index = index
         self.settings = settings
-        self.papers = {p.paper_id: p for p in index.corpus.papers}
+        self.papers = {p.paper_id: p for p in index.corpus.papers if p.paper_id not in exclude}
         self.sentence_rows: dict[str, list[int]] = {}
         for row, sentence in enumerate(index.sentences):
             self.sentence_rows.setdefault(sentence.paper_id, []).append(row)
@@ -97,7 +99,7 @@ class Retriever:
         dense: dict[str, tuple[int, float]] = {}
         if multilingual:
             embedding = self.index.multilingual_embedder.get_query_embedding(query)
-            dense = _paper_ranking(self._multilingual.retrieve(QueryBundle(query, embedding=embedding)))
+            dense = _paper_ranking(self._multilingual.retrieve(QueryBundle(query, embedding=embedding)), self.papers)
             sentence_vectors = self.index.multilingual_sentence_vectors
             rankings = [(self.settings.dense_weight, dense)]
         else:
@@ -105,10 +107,10 @@ class Retriever:
             sentence_vectors = self.index.sentence_vectors
             rankings = []
             if mode != "bm25":
-                dense = _paper_ranking(self._dense.retrieve(QueryBundle(query, embedding=embedding)))
+                dense = _paper_ranking(self._dense.retrieve(QueryBundle(query, embedding=embedding)), self.papers)
                 rankings.append((self.settings.dense_weight, dense))
             if mode != "dense":
-                bm25 = _paper_ranking(self.index.bm25.retrieve(QueryBundle(query)))
+                bm25 = _paper_ranking(self.index.bm25.retrieve(QueryBundle(query)), self.papers)
                 rankings.append((self.settings.bm25_weight, bm25))
 
         # A paper the query names ("What is ImpQuant?") ranks first in one more list.

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rag.errors import RagError
-from rag.evaluation import DEFAULT_QUESTIONS, below_floors, evaluate, load_questions, write_report
+from rag.evaluation import SPLITS, below_floors, evaluate, leave_one_out, load_questions, write_report
 from rag.metrics import citation_metrics, ranking_metrics
 
 from .conftest import ROOT, SEEDS
@@ -25,17 +25,46 @@ def test_ranking_metrics_by_hand():
 def test_citation_metrics_by_hand():
     citations = [{"n": 1, "paper_id": "g", "text": "speedup of 3.8x on math"},
                  {"n": 2, "paper_id": "x", "text": "unrelated words entirely"}]
-    figures = citation_metrics("It reaches a 3.8x speedup on math [1]. Something else [2]. No marker.",
+    figures = citation_metrics("It reaches a 3.8x speedup on math [1]. Something else [2]. No marker. Gone [4].",
                                citations, ["g"], 0.5)
     assert figures == {"cited": 2, "cited_gold": 1, "pairs": 2, "pairs_supported": 1, "gold_cited": 1,
-                       "sentences": 3, "sentences_cited": 2}
+                       "sentences": 4, "sentences_cited": 3, "dangling": 1}
 
 
-def test_the_gold_set_is_valid_and_covers_every_type(corpus):
-    questions = load_questions(DEFAULT_QUESTIONS, corpus)
-    assert len(questions) >= 100
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_each_split_is_valid_and_covers_every_type(corpus, split):
+    questions = load_questions(SPLITS[split], corpus)
+    assert len(questions) >= 90
     types = {q["type"] for q in questions}
-    assert types == {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup"}
+    assert types == {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone"}
+
+
+def test_no_test_question_repeats_a_dev_question(corpus):
+    dev = {" ".join(q["question"].lower().split()) for q in load_questions(SPLITS["dev"], corpus)}
+    test = [" ".join(q["question"].lower().split()) for q in load_questions(SPLITS["test"], corpus)]
+    assert not dev & set(test)
+
+
+def test_leave_one_out_hides_the_one_gold_paper_and_expects_an_abstention():
+    questions = [
+        {"id": "a", "type": "fact", "question": "q", "history": [], "gold": ["p1"], "answer_keywords": ["x"]},
+        {"id": "b", "type": "multi", "question": "q", "history": [], "gold": ["p1", "p2"], "answer_keywords": []},
+        {"id": "c", "type": "unanswerable", "question": "q", "history": [], "gold": [], "answer_keywords": []},
+    ]
+    assert leave_one_out(questions) == [{"id": "a-loo", "type": "unanswerable", "question": "q", "history": [],
+                                         "gold": [], "answer_keywords": [], "exclude": ["p1"]}]
+
+
+def test_a_hidden_paper_is_never_retrieved_nor_cited(loaded_index, settings):
+    from rag.assistant import Assistant
+
+    pid = "c9f6ac55caba"  # Spiral RoPE
+    question = "What does Spiral RoPE change in rotary position embeddings for vision transformers?"
+    seeing = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive"}))
+    hidden = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive"}), exclude=[pid])
+    assert seeing.retriever.search(question).hits[0].paper.paper_id == pid
+    assert pid not in [h.paper.paper_id for h in hidden.retriever.search(question, 50).hits]
+    assert pid not in [c.paper_id for c in hidden.ask(question).citations]
 
 
 def test_the_checker_names_each_problem(tmp_path, corpus):
@@ -57,27 +86,30 @@ def test_the_checker_names_each_problem(tmp_path, corpus):
 
 @pytest.fixture(scope="module")
 def report(settings, corpus):
-    return evaluate(settings.model_copy(update={"generator": "extractive"}), load_questions(DEFAULT_QUESTIONS, corpus))
+    splits = {name: load_questions(path, corpus) for name, path in SPLITS.items()}
+    return evaluate(settings.model_copy(update={"generator": "extractive"}), splits)
 
 
-def test_the_embedded_defaults_stay_above_the_recorded_floors(report):
+def test_the_embedded_defaults_stay_above_the_recorded_floors_on_test(report):
     assert below_floors(report) == []
 
 
-def test_the_report_has_all_systems_tables_and_a_plot(report, tmp_path):
-    assert set(report["systems"]) == {"bm25", "dense", "hybrid"}
+def test_the_report_shows_dev_and_test_side_by_side_with_a_plot(report, tmp_path):
+    assert list(report["splits"]) == ["dev", "test"]
+    assert all(set(split["systems"]) == {"bm25", "dense", "hybrid"} for split in report["splits"].values())
     out = write_report(report, tmp_path)
     markdown = (out / "report.md").read_text()
-    assert "## Systems" in markdown and "## By question type: hybrid" in markdown and "## Failures: bm25" in markdown
-    assert json.loads((out / "report.json").read_text())["questions"] == report["questions"]
+    assert "| metric | dev bm25 | dev dense | dev hybrid | test bm25 | test dense | test hybrid |" in markdown
+    assert "## By question type: test hybrid" in markdown and "## Failures: dev bm25" in markdown
+    assert json.loads((out / "report.json").read_text())["splits"]["test"]["questions"] == report["splits"]["test"]["questions"]
     assert (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
     small = tmp_path / "small.jsonl"
-    small.write_text("\n".join(DEFAULT_QUESTIONS.read_text().splitlines()[:6]) + "\n")
+    small.write_text("\n".join(SPLITS["dev"].read_text().splitlines()[:6]) + "\n")
     impossible = tmp_path / "impossible.toml"
-    impossible.write_text("[hybrid]\nhit_at_5 = 1.01\n")
+    impossible.write_text("[small.hybrid]\nhit_at_5 = 1.01\n")
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
     run = lambda *extra: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "rag.cli", "eval", "--questions", str(small), "--systems", "hybrid",
