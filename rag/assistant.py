@@ -16,17 +16,15 @@ import numpy as np
 
 from . import prompts
 from .citations import Citation, CitationTracker, content_words, lexical_support
-from .config import Settings
+from .config import EvidenceWeights, Settings
 from .corpus import mentions
 from .embedding import is_cjk
+from .evidence import Evidence, EvidenceModel
 from .errors import GeneratorError, QueryError
-from .generation import ExtractiveGenerator, Generator, LLMGenerator, make_generator
+from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
 from .index import LoadedIndex
 from .retrieval import Hit, Retrieval, Retriever
 
-# Names of things: nuScenes, AlphaFold, QM9, GPT-4, SWE-bench (not plain capitalised words).
-_ENTITY = re.compile(r"(?<![\w-])(?:[A-Za-z]*[a-z][A-Z][\w-]*|[A-Za-z]+\d[\w-]*|[A-Z]{2,}[\w-]*)(?![\w-])")
-_TOKEN = re.compile(r"[\w-]+")
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"
     r"|^(and|also|what about|how about)\b|它|这个|该|这篇|他们|其",
@@ -69,60 +67,67 @@ class Assistant:
         self.retriever = Retriever(index, settings, exclude)
         texts = [s.text for s in index.sentences]
         self.generator = generator or make_generator(settings, texts)
-        self.extractive = self.generator if isinstance(self.generator, ExtractiveGenerator) else ExtractiveGenerator(texts)
-        # Every word of the abstracts, with hyphen parts and plural-less forms ("PDEs" -> "PDE").
-        tokens = {t for p in self.retriever.papers.values() for t in _TOKEN.findall(p.text)}
-        parts = {part for t in tokens for part in t.split("-")}
-        self.vocabulary = tokens | parts | {w[:-1] for w in tokens | parts if w.endswith("s")}
+        self.extractive = self.generator if isinstance(self.generator, ExtractiveGenerator) else ExtractiveGenerator(texts, settings.extractive)
+        self.evidence = EvidenceModel(self.retriever.vocabulary, settings.evidence)
 
     # -- follow-ups ---------------------------------------------------------------------------
 
-    def condense(self, question: str, history: list[dict]) -> str:
-        """A standalone query for a follow-up: the LLM's rewrite when there is one, else a rule
-        that carries the previous question and the papers named in the previous answer."""
+    def condense(self, question: str, history: list[dict], k: int | None = None) -> tuple[str, Retrieval | None]:
+        """The standalone query to search, and the retrieval of the question alone (None with no history).
+
+        In a conversation a question stands alone when it names a paper, or when its own best
+        sentence fits it clearly better than the papers the last answer named do: it has a topic
+        of its own, whatever pronouns it uses ("这篇关于医学音频的论文…", "What is X?"). With no
+        named paper to compare with, a question that points back ("it", "this method", 这篇,
+        "what about") or is too short to name a topic is a follow-up. Only a follow-up is
+        rewritten with the earlier turns: by the LLM when there is one, else with the previous
+        question and the papers named in the previous answer."""
         users = [t["content"] for t in history if t.get("role") == "user" and t.get("content")]
         if not users:
-            return question
-        if isinstance(self.generator, LLMGenerator):
+            return question, None
+        alone = self.retriever.search(question, k or self.settings.k)
+        last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
+        discussed = [p for p in self.retriever.papers.values() if mentions(last_answer, p.name)]
+        if self.stands_alone(question, alone, discussed):
+            return question, alone
+        rewrite = getattr(self.generator, "condense", None)  # a generator that can rewrite follow-ups (an LLM)
+        if rewrite is not None:
             try:
-                rewritten = self.generator.condense(question, history)
+                rewritten = rewrite(question, history)
                 if 0 < len(rewritten) <= 500:
-                    return rewritten
+                    return rewritten, alone
             except GeneratorError:
                 pass
-        if not _FOLLOW_UP.search(question) and len(content_words(question)) > 3:
-            return question
-        last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
-        named = [p.name for p in self.index.corpus.papers if mentions(last_answer, p.name)]
-        return " ".join([question, users[-1], *named[:3]])
+        return " ".join([question, users[-1], *(p.name for p in discussed[:3])]), alone
 
-    # -- abstention ---------------------------------------------------------------------------
-
-    def weak(self, retrieval: Retrieval) -> bool:
-        """Retrieval too weak to answer from: calibrated on questions absent from the corpus."""
-        if not retrieval.hits:
+    def stands_alone(self, question: str, alone: Retrieval, discussed: list) -> bool:
+        if any(mentions(question, p.name) for p in self.retriever.papers.values()):
             return True
-        if retrieval.multilingual:
-            return retrieval.top_dense < self.settings.abstain_below_multilingual
-        if any(mentions(retrieval.query, h.paper.name) for h in retrieval.hits):
-            return False  # the question names a paper of the corpus
-        if retrieval.top_dense < self.settings.abstain_unknown_below and self.unknown_entities(retrieval.query):
-            return True  # it names a model, dataset or benchmark no abstract mentions
-        if retrieval.top_dense >= self.settings.abstain_below:
-            return False
-        words = content_words(retrieval.query)
-        covered = content_words(retrieval.hits[0].paper.text)
-        return not words or len(words & covered) / len(words) < 0.75
+        if discussed:
+            own = max(alone.hits[0].sentence_scores.values(), default=0.0) if alone.hits else 0.0
+            fit = max(self.retriever.sentence_fit(alone, p.paper_id) for p in discussed)
+            return own - fit >= self.weights(alone).standalone_margin
+        points_back = bool(_FOLLOW_UP.search(question)) or (not is_cjk(question) and len(content_words(question)) <= 3)
+        return not points_back
 
-    def unknown_entities(self, query: str) -> list[str]:
-        """Entity-like tokens of the query that occur in no abstract ("LLM-generated" counts as
-        known when "LLM" is)."""
-        unknown = []
-        for token in _ENTITY.findall(query):
-            base = re.sub(r"-[a-z]+$", "", token)
-            if token not in self.vocabulary and base not in self.vocabulary:
-                unknown.append(token)
-        return unknown
+    # -- evidence -----------------------------------------------------------------------------
+
+    def assess(self, retrieval: Retrieval) -> list[Evidence]:
+        """Evidence for the papers an answer may use (the first `answer_sources` hits)."""
+        return self.evidence.assess(retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual)
+
+    def weights(self, retrieval: Retrieval) -> EvidenceWeights:
+        return self.settings.evidence.multilingual if retrieval.multilingual else self.settings.evidence.english
+
+    def sources(self, retrieval: Retrieval) -> list[Hit]:
+        """The papers that answer: likely enough, and close to the best one. Empty: abstain."""
+        evidence = self.assess(retrieval)
+        best = max((e.probability for e in evidence), default=0.0)
+        if best < self.weights(retrieval).answer_above:
+            return []
+        several = asks_for_several(retrieval.query)
+        share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
+        return [hit for hit, e in zip(retrieval.hits, evidence) if e.probability >= share * best]
 
     def abstention(self, hits: list[Hit]) -> str:
         closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]
@@ -145,7 +150,7 @@ class Assistant:
         if is_cjk(sentence) and self.index.multilingual_embedder is not None:
             vector = self.index.multilingual_embedder.get_query_embedding(sentence)
             matrix = self.index.multilingual_sentence_vectors
-            threshold_shift = self.settings.abstain_below_multilingual - self.settings.support_threshold
+            threshold_shift = self.settings.multilingual_support_threshold - self.settings.support_threshold
         else:
             vector = self.index.embedder.get_query_embedding(sentence)
             matrix = self.index.sentence_vectors
@@ -164,15 +169,20 @@ class Assistant:
         timings: dict[str, float] = {}
         started = time.perf_counter()
 
-        query = self.condense(question, history or [])
+        query, alone = self.condense(question, history or [], k)
         timings["condense"] = (time.perf_counter() - started) * 1000
         mark = time.perf_counter()
-        retrieval = self.retriever.search(query, k or self.settings.k)
+        retrieval = alone if alone is not None and alone.query == query else self.retriever.search(query, k or self.settings.k)
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
-        sources = retrieval.hits[: self.settings.answer_sources]
 
         mark = time.perf_counter()
-        if self.weak(retrieval):
+        sources = self.sources(retrieval)
+        extract_for = query  # what the extractive generator picks sentences for
+        if alone is not None and retrieval is not alone:
+            # A follow-up: its papers come from the conversation, its sentences from the question.
+            sources = [self.retriever.rescored(hit, alone) for hit in sources]
+            extract_for = question
+        if not sources:
             text = self.abstention(retrieval.hits)
             yield text
             timings["generate"] = (time.perf_counter() - mark) * 1000
@@ -184,7 +194,7 @@ class Assistant:
         tracker = CitationTracker(sources, self.support, self.settings.support_threshold)
         pieces: list[str] = []
         try:
-            for piece in generator.stream(query, sources):
+            for piece in generator.stream(extract_for if generator is self.extractive else query, sources):
                 shown = tracker.feed(piece)
                 if shown:
                     pieces.append(shown)
@@ -202,7 +212,7 @@ class Assistant:
             # The extractive answer replaces whatever was shown; the final Answer is authoritative.
             generator, fallback = self.extractive, True
             tracker = CitationTracker(sources, self.support, self.settings.support_threshold)
-            pieces = [tracker.feed(p) for p in self.extractive.stream(query, sources)]
+            pieces = [tracker.feed(p) for p in self.extractive.stream(extract_for, sources)]
             pieces.append(tracker.finish())
         text = "".join(pieces).strip()
         abstained = not tracker.citations and (not text or _not_covered(text))

@@ -4,14 +4,88 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+class EvidenceWeights(BaseModel):
+    """P(a retrieved paper answers the question) = sigmoid(bias + sum of weight x feature)
+    (rag/evidence.py) and the probabilities that decide, for one question encoder."""
+
+    bias: float = Field(le=0, description="Log-odds with no evidence at all.")
+    dense: float = Field(ge=0, description="Per unit of the best question-chunk cosine.")
+    sentence: float = Field(ge=0, description="Per unit of the best question-sentence cosine.")
+    coverage: float = Field(ge=0, description="Per unit of IDF-weighted question words the paper contains.")
+    margin: float = Field(ge=0, description="Per unit of dense lead over the best other retrieved paper.")
+    unknown_name: float = Field(le=0, description="When the question names something no abstract contains.")
+    answer_above: float = Field(
+        ge=0, le=1, description="Abstain unless some paper reaches this (false abstention <= 3 % on dev, cross-validated)."
+    )
+    cite_share: float = Field(
+        gt=0, le=1, description="A paper joins the answer when its probability is at least this share of the best one's."
+    )
+    standalone_margin: float = Field(
+        ge=0, le=1, description="In a conversation, a question stands alone when its best sentence beats the best sentence of "
+        "the papers under discussion by this cosine: it names a topic of its own."
+    )
+
+
+class EvidenceSettings(BaseModel):
+    """Weights fitted by `python eval/calibrate.py` on the dev split and its leave-one-out
+    variants, never on test. Env: RAG_EVIDENCE__CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
+
+    english: EvidenceWeights = EvidenceWeights(
+        bias=-10.23, dense=8.10, sentence=6.64, coverage=6.20, margin=4.25, unknown_name=-2.68,
+        answer_above=0.11, cite_share=0.5, standalone_margin=0.25)
+    multilingual: EvidenceWeights = Field(
+        EvidenceWeights(bias=-105.73, dense=70.45, sentence=53.45, coverage=3.25, margin=118.40, unknown_name=-2.66,
+                        answer_above=0.01, cite_share=0.5, standalone_margin=0.025),
+        description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 and "
+        "few dev questions teach it, so its probabilities are less confident and its floor lower.",
+    )
+
+    @field_validator("english", "multilingual", mode="before")
+    @classmethod
+    def _over_defaults(cls, value, info: ValidationInfo):
+        """RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=0.2 changes one number and keeps the others."""
+        if isinstance(value, dict):
+            return {**cls.model_fields[info.field_name].default.model_dump(), **value}
+        return value
+
+    several_cite_share: float = Field(
+        0.2, gt=0, le=1, description="The same for a question that asks for several papers ('Which papers...?', 哪些).",
+    )
+
+
+class ExtractiveWeights(BaseModel):
+    """How the extractive generator scores a sentence of a retrieved abstract as an answer
+    (rag/generation.py). Chosen on the dev split (`rag eval --split dev`); env
+    RAG_EXTRACTIVE__<NAME>."""
+
+    cosine: float = Field(0.5, ge=0, description="Per unit of question-sentence cosine: what the sentence is about.")
+    overlap: float = Field(0.6, ge=0, description="Per unit of IDF-weighted question words the sentence contains.")
+    paper: float = Field(0.5, ge=0, description="Per unit of the paper's dense cosine below the best paper's: "
+                         "a less relevant paper's sentence needs a better score to lead.")
+    opening: float = Field(-0.05, le=0, description="The abstract's first sentence: background, rarely the finding.")
+    contribution: float = Field(0.04, ge=0, description="'We propose/introduce/show...' or the paper's name: its finding.")
+    definition: float = Field(0.3, ge=0, description="'What is X?' / 'What does X do?': the sentence that introduces X.")
+    number: float = Field(0.15, ge=0, description="'How much/many?': a sentence with a number.")
+    counted: float = Field(0.25, ge=0, description="...and more when the number counts a word of the question ('18 datasets').")
+    boilerplate: float = Field(0.3, ge=0, description="'Code is available at...': up for a question about code, down otherwise.")
+    margin: float = Field(0.12, ge=0, le=1, description="Sentences within this score of the best one join the answer.")
+    max_sentences: int = Field(4, ge=1, le=10, description="Sentences in an answer about one or two papers.")
+    per_paper: int = Field(2, ge=1, le=5, description="Sentences from one paper at most.")
+    max_papers: int = Field(6, ge=1, le=10, description="Papers an answer to 'which papers...?' cites at most, one sentence each.")
+    multilingual_spread: float = Field(
+        0.25, gt=0, le=1, description="multilingual-e5 cosines vary about this much as MiniLM's: margins and bonuses shrink with them."
+    )
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True,
+                                      env_nested_delimiter="__")
 
     # corpus and index
     seeds_dir: Path = PROJECT_ROOT / "seeds"
@@ -58,15 +132,13 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(400, ge=16, le=4096)
     llm_fallback: bool = Field(True, description="Answer extractively (marked as such) when the LLM fails.")
     answer_sources: int = Field(5, ge=1, le=10, description="Retrieved papers handed to the generator.")
-    abstain_below: float = Field(
-        0.33, description="Abstain when the best dense cosine (MiniLM) is below this and few question words match."
-    )
-    abstain_below_multilingual: float = Field(0.80, description="The same for multilingual-e5 questions.")
-    abstain_unknown_below: float = Field(
-        0.6, description="Abstain under this cosine when the question names a model, dataset or benchmark no abstract mentions."
-    )
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)
     support_threshold: float = Field(
         0.5, description="A cited sentence needs this lexical overlap or cosine with its source."
+    )
+    multilingual_support_threshold: float = Field(
+        0.80, description="The same for a non-English sentence, as a multilingual-e5 cosine (squeezed near 0.8)."
     )
 
     # service

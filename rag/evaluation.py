@@ -19,7 +19,7 @@ from pathlib import Path
 from .config import PROJECT_ROOT, Settings
 from .corpus import Corpus
 from .errors import RagError
-from .metrics import aggregate, citation_metrics, keywords_present, ranking_metrics
+from .metrics import aggregate, answer_sentences, citation_metrics, keywords_present, ranking_metrics
 
 QUESTION_TYPES = ("name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone")
 SYSTEMS = ("bm25", "dense", "hybrid")
@@ -34,6 +34,7 @@ HEADLINE = {
     "citation_support": "citation support", "citation_recall": "citation recall",
     "sentence_citation_rate": "cited sentences", "multi_citation_recall": "multi citation recall",
     "keyword_accuracy": "keyword accuracy", "fact_keyword_accuracy": "keyword acc. fact/name/follow-up",
+    "fact_lead_accuracy": "...in the first sentence",
     "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
     "false_abstention": "false abstention", "dangling_markers": "dangling markers",
 }
@@ -114,6 +115,7 @@ def evaluate_question(assistant, q: dict) -> dict:
         "cited": [c["paper_id"] for c in citations],
         "citations": citation_metrics(answer.text, citations, q["gold"], assistant.settings.support_threshold),
         "keywords_ok": keywords_present(answer.text, q["answer_keywords"]),
+        "lead_keywords_ok": keywords_present((answer_sentences(answer.text) or [""])[0], q["answer_keywords"]),
         "abstained": answer.abstained,
         "fallback": answer.fallback,
         "timings": answer.timings,

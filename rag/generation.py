@@ -11,14 +11,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
 from . import prompts
-from .citations import MARKER, content_words
-from .config import Settings
+from .citations import MARKER
+from .config import ExtractiveWeights, Settings
 from .corpus import mentions
 from .embedding import is_cjk
+from .evidence import stems
 from .errors import GeneratorError, GeneratorTimeout
 from .retrieval import Hit
 
@@ -31,9 +33,17 @@ class Generator(Protocol):
 
 # -- extractive -----------------------------------------------------------------------------
 
-_WHICH = re.compile(r"\b(which|what)\s+(paper|papers|method|methods|model|models|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I)
+_WHICH = re.compile(r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I)
+# "Which papers...?", "Are there works on...?", 哪些: every paper that answers is cited.
+_SEVERAL = re.compile(r"\b(papers|works|studies)\b|哪些", re.I)
+
+
+def asks_for_several(question: str) -> bool:
+    return bool(_SEVERAL.search(question))
 _HOW_MUCH = re.compile(r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b", re.I)
 _NUMBER = re.compile(r"\d")
+# "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
+_DEFINITION = re.compile(r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I)
 _CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
@@ -46,17 +56,21 @@ _LEAD_IN = re.compile(
 )
 
 
-def counts(question_words: set[str], sentence: str) -> bool:
+def counts(question_stems: set[str], sentence: str) -> bool:
     """A number right before a word of the question: "18 challenging datasets" for "how many datasets"."""
     for match in re.finditer(r"\d[\d,.]*\s+((?:[^\W\d]+\s+){0,2}[^\W\d]+)", sentence):
-        if stems(set(match.group(1).lower().split())) & stems(question_words):
+        if stems(match.group(1)) & question_stems:
             return True
     return False
 
 
-def stems(words: set[str]) -> set[str]:
-    """Five-letter prefixes: a crude stemmer that matches "constructed" with "construct"."""
-    return {w[:5] for w in words}
+def introduces(sentence: str, name: str) -> bool:
+    """The sentence that presents a paper's method: "we propose X", "X, a ...", "X is a ..."."""
+    if not mentions(sentence, name):
+        return False
+    named = re.escape(name)
+    return bool(_CONTRIBUTION.search(sentence)) or re.search(
+        rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence) is not None
 
 
 def third_person(sentence: str) -> str:
@@ -70,39 +84,53 @@ def third_person(sentence: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-class ExtractiveGenerator:
-    """Picks the 1-4 sentences of the retrieved abstracts that best answer the question.
+@dataclass
+class Candidate:
+    """A sentence of a source abstract, scored as an answer to the question."""
 
-    Sentence scores are the cosine with the question (computed at retrieval), plus question
-    words the sentence shares, plus a bonus for numbers when the question asks "how much".
-    Hand-written because no library answers extractively with citations per sentence.
+    source: int  # the source's number in the answer, from 1
+    sentence: str
+    score: float
+
+
+class ExtractiveGenerator:
+    """Picks the sentences of the retrieved abstracts that best answer the question.
+
+    The Assistant hands over only the papers with enough evidence; a sentence's score is its
+    cosine with the question, plus the rare question words it shares, plus what the question
+    asks for (a number, a definition, code), as weighted in `ExtractiveWeights`. "Which
+    papers...?" gets one sentence from every paper. Hand-written because no library answers
+    extractively with citations per sentence.
     """
 
     name = "extractive"
-    max_sentences = 4
-    margin = 0.12  # sentences within this score of the best one join the answer
 
-    def __init__(self, sentences: list[str] = ()):
+    def __init__(self, sentences: list[str] = (), weights: ExtractiveWeights | None = None):
         """`sentences`: the corpus's sentences, to weight question words by rarity (IDF), so that
         "GRPO" or "RMSE" in a question counts for more than "method"."""
+        self.weights = weights or ExtractiveWeights()
         frequency: dict[str, int] = {}
         for sentence in sentences:
-            for stem in stems(content_words(sentence)):
+            for stem in stems(sentence):
                 frequency[stem] = frequency.get(stem, 0) + 1
         self.idf = {stem: math.log((len(sentences) + 1) / (df + 1)) + 1 for stem, df in frequency.items()}
         self.unseen_idf = math.log(len(sentences) + 1) + 1
 
-    def overlap(self, question_stems: set[str], sentence: str) -> float:
-        """IDF-weighted share of the question's words that the sentence contains."""
+    def overlap(self, question_stems: set[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
+        """IDF-weighted share of the question's words that the sentence contains. A word found in
+        several sentences of the same abstract ("transit stop placement" in a paper about it)
+        names the paper's topic rather than the sentence that answers: it counts once per
+        sentence it is in, divided among them."""
         if not question_stems:
             return 0.0
         weight = lambda stem: self.idf.get(stem, self.unseen_idf)  # noqa: E731
-        shared = question_stems & stems(content_words(sentence))
-        return sum(map(weight, shared)) / sum(map(weight, question_stems))
+        shared = question_stems & sentence_stems
+        return sum(weight(s) / spread.get(s, 1) for s in shared) / sum(map(weight, question_stems))
 
-    def select(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[tuple[int, str, float]]:
-        # multilingual-e5 cosines are squeezed into a narrow band: scale the margins with it.
-        spread = 0.25 if multilingual else 1.0
+    def score(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
+        """Every sentence of the sources, best first."""
+        w = self.weights
+        spread = w.multilingual_spread if multilingual else 1.0
         wants_number = bool(_HOW_MUCH.search(question))
         wants_code = bool(_CODE_QUESTION.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
@@ -112,58 +140,76 @@ class ExtractiveGenerator:
         for n, hit in enumerate(sources, start=1):
             if named and n not in named:
                 continue
-            if n > 1 and not named and hit.dense_score < top_dense - 0.05 * spread:
-                continue  # a paper far weaker than the best one does not answer
             # Words naming the paper pick the paper, not the sentence that answers.
-            words = content_words(question) - content_words(hit.paper.name)
-            question_stems = stems(words)
+            question_stems = stems(question) - stems(hit.paper.name)
+            defining = n in named and bool(_DEFINITION.search(question))
+            sentence_stems = {sentence: stems(sentence) for sentence in hit.sentence_scores}
+            in_sentences: dict[str, int] = {}
+            for own in sentence_stems.values():
+                for stem in own & question_stems:
+                    in_sentences[stem] = in_sentences.get(stem, 0) + 1
             for position, (sentence, cosine) in enumerate(hit.sentence_scores.items()):
-                overlap = self.overlap(question_stems, sentence)
-                # A sentence of a less relevant paper needs a better sentence score to lead.
-                score = cosine + 0.5 * (hit.dense_score - top_dense) + spread * 0.6 * overlap
+                overlap = self.overlap(question_stems, sentence_stems[sentence], in_sentences)
+                score = w.cosine * cosine + w.paper * (hit.dense_score - top_dense) / spread + spread * w.overlap * overlap
                 if position == 0:
-                    score -= 0.05 * spread  # an abstract opens with background, not its finding
+                    score += spread * w.opening
                 if _CONTRIBUTION.search(sentence) or hit.paper.name in sentence:
-                    score += 0.04 * spread
+                    score += spread * w.contribution
+                if defining and introduces(sentence, hit.paper.name):
+                    score += spread * w.definition
                 if wants_number and _NUMBER.search(sentence):
-                    score += spread * (0.4 if counts(words, sentence) else 0.15)
+                    score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
                 if _BOILERPLATE.search(sentence):
                     # "Code is available at ..." answers a question about code and nothing else.
-                    score += 0.3 if wants_code else -0.3
-                candidates.append((score, n, sentence))
-        candidates.sort(key=lambda c: -c[0])
+                    score += w.boilerplate if wants_code else -w.boilerplate
+                candidates.append(Candidate(n, sentence, score))
+        return sorted(candidates, key=lambda c: -c.score)
+
+    def select(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
+        w = self.weights
+        candidates = self.score(question, sources, multilingual)
         if not candidates:
             return []
+        if asks_for_several(question):
+            # Each paper's best sentence, in the order of the papers' ranks.
+            best_of: dict[int, Candidate] = {}
+            for c in candidates:
+                best_of.setdefault(c.source, c)
+            return [best_of[n] for n in sorted(best_of)[: w.max_papers]]
         if _WHICH.search(question):
             # "Which paper ...?" is answered by the best-ranked paper: its best sentence leads.
-            top = min(c[1] for c in candidates)
-            lead = next(c for c in candidates if c[1] == top)
+            top = min(c.source for c in candidates)
+            lead = next(c for c in candidates if c.source == top)
             candidates.remove(lead)
-            candidates.insert(0, (candidates[0][0] if candidates else lead[0], lead[1], lead[2]))
-        best = candidates[0][0]
-        chosen: list[tuple[int, str, float]] = []
+            candidates.insert(0, Candidate(lead.source, lead.sentence, max(lead.score, candidates[0].score if candidates else lead.score)))
+        best = candidates[0].score
+        spread = w.multilingual_spread if multilingual else 1.0
+        chosen: list[Candidate] = []
         per_paper: dict[int, int] = {}
-        for score, n, sentence in candidates:
-            if len(chosen) == self.max_sentences or score < best - self.margin * spread:
+        for c in candidates:
+            if len(chosen) == w.max_sentences or c.score < best - w.margin * spread:
                 break
-            if per_paper.get(n, 0) == 2:
+            if per_paper.get(c.source, 0) == w.per_paper:
                 continue
-            per_paper[n] = per_paper.get(n, 0) + 1
-            chosen.append((n, sentence, score))
+            per_paper[c.source] = per_paper.get(c.source, 0) + 1
+            chosen.append(c)
         return chosen
 
     def compose(self, question: str, sources: list[Hit]) -> str:
         chosen = self.select(question, sources, multilingual=is_cjk(question))
         parts = []
-        for i, (n, sentence, _) in enumerate(chosen):
+        introduced: set[int] = set()
+        for c in chosen:
             # A bracketed number inside an abstract ("as in [7]") is not ours to cite.
-            text = " ".join(MARKER.sub(" ", third_person(sentence)).split())
+            text = " ".join(MARKER.sub(" ", third_person(c.sentence)).split())
             end = text[-1] if text and text[-1] in ".!?" else "."
             text = text.rstrip(".!?")
-            name = sources[n - 1].paper.name
-            if i == 0 and _WHICH.search(question) and not name.endswith("…") and name not in text:
+            name = sources[c.source - 1].paper.name
+            # Say which paper a sentence comes from the first time, unless the question or the sentence says it.
+            if c.source not in introduced and not name.endswith("…") and name not in text and not mentions(question, name):
                 text = f"{name}: {text}"
-            parts.append(f"{text} [{n}]{end}")
+            introduced.add(c.source)
+            parts.append(f"{text} [{c.source}]{end}")
         return " ".join(parts)
 
     def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
@@ -207,11 +253,13 @@ class LLMGenerator:
 
     name = "llm"
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, client=None):
+        """`client`: an `openai.OpenAI` (made from the settings when None) or anything with its
+        `chat.completions.create` (tests script the replies)."""
         from openai import OpenAI
 
         self.settings = settings
-        self.client = OpenAI(
+        self.client = client or OpenAI(
             base_url=settings.llm_base_url,
             api_key=settings.llm_api_key or "not-needed",
             timeout=settings.llm_timeout,
@@ -281,4 +329,4 @@ def make_generator(settings: Settings, sentences: list[str]) -> Generator:
     `sentences` (the corpus's) serve the extractive generator's word weights."""
     if settings.generator == "llm" or (settings.generator == "auto" and settings.llm_base_url):
         return LLMGenerator(settings)
-    return ExtractiveGenerator(sentences)
+    return ExtractiveGenerator(sentences, settings.extractive)

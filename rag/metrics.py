@@ -112,6 +112,7 @@ def aggregate(records: list[dict]) -> dict:
         "sentence_citation_rate": _ratio(cit("sentences_cited"), cit("sentences")),
         "keyword_accuracy": _mean(float(r["keywords_ok"]) for r in with_keywords),
         "fact_keyword_accuracy": _mean(float(r["keywords_ok"]) for r in specific),
+        "fact_lead_accuracy": _mean(float(r.get("lead_keywords_ok", False)) for r in specific),
         "multi_citation_recall": _mean(r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"),
         "dangling_markers": sum(r["citations"].get("dangling", 0) for r in answered),
         "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),

@@ -9,7 +9,7 @@ neither. The retrievers themselves are LlamaIndex's.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from llama_index.core.schema import QueryBundle
@@ -18,6 +18,7 @@ from .config import Settings
 from .corpus import Paper, mentions
 from .embedding import is_cjk
 from .errors import QueryError
+from .evidence import Vocabulary, stems
 from .index import LoadedIndex
 
 
@@ -48,6 +49,7 @@ class Retrieval:
     query: str
     multilingual: bool  # answered through the multilingual model
     hits: list[Hit]
+    vector: np.ndarray  # the query's embedding (multilingual-e5's when `multilingual`)
 
     @property
     def top_dense(self) -> float:
@@ -75,6 +77,7 @@ class Retriever:
         self.index = index
         self.settings = settings
         self.papers = {p.paper_id: p for p in index.corpus.papers if p.paper_id not in exclude}
+        self.vocabulary = Vocabulary(self.papers.values())
         self.sentence_rows: dict[str, list[int]] = {}
         for row, sentence in enumerate(index.sentences):
             self.sentence_rows.setdefault(sentence.paper_id, []).append(row)
@@ -111,7 +114,13 @@ class Retriever:
                 rankings.append((self.settings.dense_weight, dense))
             if mode != "dense":
                 bm25 = _paper_ranking(self.index.bm25.retrieve(QueryBundle(query)), self.papers)
-                rankings.append((self.settings.bm25_weight, bm25))
+                weight = self.settings.bm25_weight
+                if mode == "hybrid" and bm25:
+                    # BM25 counts as much as its best paper matches the question: on a paraphrase
+                    # that shares only common words with the abstract its ranking is noise, and it
+                    # would push down what the dense ranking found.
+                    weight *= self.vocabulary.coverage(stems(query), min(bm25, key=lambda pid: bm25[pid][0]))
+                rankings.append((weight, bm25))
 
         # A paper the query names ("What is ImpQuant?") ranks first in one more list.
         named = [pid for pid, paper in self.papers.items() if mentions(query, paper.name)]
@@ -140,4 +149,20 @@ class Retriever:
                     sentence_scores={self.index.sentences[r].text: float(s) for r, s in zip(rows, scores)},
                 )
             )
-        return Retrieval(query=query, multilingual=multilingual, hits=hits)
+        return Retrieval(query=query, multilingual=multilingual, hits=hits, vector=question)
+
+    def rescored(self, hit: Hit, retrieval: Retrieval) -> Hit:
+        """`hit` with its sentences scored against another retrieval's query: a follow-up's paper
+        is found with the conversation, its answering sentences with the question itself."""
+        if retrieval.multilingual and self.index.multilingual_sentence_vectors is None:
+            return hit
+        rows = self.sentence_rows.get(hit.paper.paper_id, [])
+        vectors = self.index.multilingual_sentence_vectors if retrieval.multilingual else self.index.sentence_vectors
+        scores = vectors[rows] @ retrieval.vector if rows else np.zeros(0)
+        return replace(hit, sentence_scores={self.index.sentences[r].text: float(s) for r, s in zip(rows, scores)})
+
+    def sentence_fit(self, retrieval: Retrieval, paper_id: str) -> float:
+        """The best cosine between the retrieval's query and a sentence of any paper, retrieved or not."""
+        rows = self.sentence_rows.get(paper_id, [])
+        vectors = self.index.multilingual_sentence_vectors if retrieval.multilingual else self.index.sentence_vectors
+        return float((vectors[rows] @ retrieval.vector).max()) if rows and paper_id in self.papers else 0.0

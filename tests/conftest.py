@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -149,6 +150,42 @@ def assistant(loaded_index, settings):
     from rag.assistant import Assistant
 
     return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive"}))
+
+
+# -- a scripted LLM: replies given piece by piece, for the branches a real model cannot be made to take
+class ScriptedLLM:
+    """Stands in for `openai.OpenAI` in `LLMGenerator(settings, client=...)`: each chat call
+    streams the next scripted reply (a list of text pieces) or raises it (an exception). Every
+    request is kept in `calls`, so a test sees what was asked and how often."""
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.calls: list[dict] = []
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._create))
+
+    def _create(self, **request):
+        self.calls.append(request)
+        if not self.replies:
+            raise AssertionError(f"an unscripted LLM call: {request['messages'][-1]['content'][:200]}")
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return _ScriptedStream(reply)
+
+
+class _ScriptedStream:
+    def __init__(self, pieces: list[str]):
+        self.pieces = pieces
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __iter__(self):
+        for piece in self.pieces:
+            yield SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(content=piece))])
 
 
 # -- the browser: Debian's Chromium driven by Playwright (never `playwright install`) --------

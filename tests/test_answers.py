@@ -77,6 +77,52 @@ def test_off_corpus_questions_abstain(assistant, question):
     assert answer.text.startswith("The ICML 2026 abstracts here do not cover this question.")
 
 
+# Next to the corpus (its words, its fields) but answered by no abstract: the issue's own
+# examples, kept in eval/dev.jsonl. Each named a wrong paper before abstention weighed evidence.
+ADJACENT = [
+    "What convergence guarantees have been established for the Sophia optimizer?",
+    "Which paper proposes a neural text-to-speech model that improves prosody?",
+    "Which paper trains a separate small draft model for speculative decoding?",
+]
+
+
+@pytest.mark.parametrize("question", ADJACENT)
+def test_questions_next_to_the_corpus_abstain(assistant, question):
+    answer = assistant.ask(question)
+    assert answer.abstained and answer.citations == [], answer.text
+
+
+def test_one_fact_answers_lead_with_the_fact(assistant):
+    for question, fact in [("What speedup does Jacobi Forcing report?", "3.8"),
+                           ("How many question-answer pairs does MedMosaic contain?", "46,701"),
+                           ("What does the acronym GCPA stand for?", "Geometry-Corrected Procrustes Alignment")]:
+        first = assistant.ask(question).text.split("]")[0]
+        assert fact in first, (question, first)
+
+
+def test_which_papers_questions_cite_every_paper_that_answers(assistant):
+    answer = assistant.ask("Which papers analyze the Muon optimizer?")
+    cited = [c.text for c in answer.citations]
+    assert len(cited) == 2 and all("Muon" in text for text in cited)
+    assert all(name in answer.text for name in [c.name for c in answer.citations if not c.name.endswith("…")])
+
+
+ROPE_CHAT = [
+    {"role": "user", "content": "Which paper improves rotary position embeddings for vision transformers?"},
+    {"role": "assistant", "content": "Spiral RoPE: The authors propose Spiral RoPE, a multi-directional positional encoding [1]."},
+]
+
+
+@pytest.mark.parametrize("question, paper", [
+    ("What is AgentNoiseBench?", "AgentNoiseBench"),
+    ("这篇关于医学音频的论文提出了什么基准？", "MedMosaic"),  # "this paper about medical audio": its own topic
+])
+def test_a_question_with_its_own_topic_is_not_merged_with_the_conversation(assistant, question, paper):
+    answer = assistant.ask(question, ROPE_CHAT)
+    assert answer.query == question
+    assert [c.name for c in answer.citations] == [paper]
+
+
 def test_no_answerable_question_abstains(assistant):
     from .test_retrieval import QUESTIONS
 

@@ -1,0 +1,117 @@
+"""Fit the evidence weights (rag/evidence.py) on the dev split only, and say how they do.
+
+Examples: the first `answer_sources` retrieved papers of every dev question, labelled 1 when the
+paper is gold; plus every one-paper dev question asked again with its paper hidden (leave one
+out), where no retrieved paper answers. A logistic regression per language family (English
+features; the multilingual cosine for other scripts), checked by 10-fold cross-validation
+grouped by question. The multilingual model sees few examples and its cosines vary little, so
+its probabilities are less confident. `answer_above` is the probability under which at most 3 % of answerable
+dev questions would be abstained on. Prints the settings to put in rag/config.py.
+
+    .venv/bin/python eval/calibrate.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rag.assistant import Assistant  # noqa: E402
+from rag.config import Settings  # noqa: E402
+from rag.evaluation import SPLITS, leave_one_out, load_questions  # noqa: E402
+from rag.evidence import FEATURES  # noqa: E402
+from rag.index import load_index  # noqa: E402
+
+FALSE_ABSTENTION = 0.03  # the issue's ceiling on abstaining on an answerable question
+
+
+def examples(settings: Settings):
+    index = load_index(settings)
+    dev = load_questions(SPLITS["dev"], index.corpus)
+    seeing = Assistant(index, settings)
+    rows = []
+    for q in dev + leave_one_out(dev):
+        assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
+        query, retrieval = assistant.condense(q["question"], q["history"])
+        retrieval = retrieval or assistant.retriever.search(query)
+        for hit, evidence in zip(retrieval.hits, assistant.assess(retrieval)):
+            rows.append({"question": q["id"].removesuffix("-loo"), "answerable": bool(q["gold"]), "loo": bool(q.get("exclude")),
+                         "written_off_corpus": q["type"] == "unanswerable" and not q.get("exclude"), "multilingual": retrieval.multilingual,
+                         "named": evidence.named, "gold": hit.paper.paper_id in q["gold"],
+                         "x": evidence.features()})
+    return rows
+
+
+class RawLogistic:
+    """A logistic regression fitted on standardised features (so regularisation treats a cosine
+    that varies by 0.02 like one that varies by 0.3), with its weights stated for raw features."""
+
+    def __init__(self, strength: float):
+        self.strength = strength
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "RawLogistic":
+        self.mean, self.std = X.mean(axis=0), X.std(axis=0) + 1e-9
+        model = LogisticRegression(C=self.strength, max_iter=5000).fit((X - self.mean) / self.std, y)
+        self.coef = model.coef_[0] / self.std
+        self.intercept = float(model.intercept_[0] - (model.coef_[0] * self.mean / self.std).sum())
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return 1 / (1 + np.exp(-(X @ self.coef + self.intercept)))
+
+
+def fit(rows: list[dict], label: str, strength: float) -> tuple[RawLogistic, np.ndarray]:
+    """The model (`strength`: inverse regularisation) and its cross-validated predictions."""
+    X = np.array([r["x"] for r in rows])
+    y = np.array([r["gold"] for r in rows], dtype=int)
+    groups = np.array([r["question"] for r in rows])
+    predicted = np.zeros(len(rows))
+    for train, held in GroupKFold(n_splits=10).split(X, y, groups):
+        predicted[held] = RawLogistic(strength).fit(X[train], y[train]).predict(X[held])
+    print(f"{label}: {len(rows)} retrieved papers, {int(y.sum())} gold")
+    return RawLogistic(strength).fit(X, y), np.where([r["named"] for r in rows], 1.0, predicted)
+
+
+def threshold_for(rows: list[dict], predicted: np.ndarray) -> float:
+    """The probability under which FALSE_ABSTENTION of the answerable questions fall."""
+    best: dict[str, float] = {}
+    for r, p in zip(rows, predicted):
+        if r["answerable"] and not r["loo"]:
+            best[r["question"]] = max(best.get(r["question"], 0.0), p)
+    return float(np.quantile(list(best.values()), FALSE_ABSTENTION))
+
+
+def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
+    best: dict[tuple, float] = {}
+    for r, p in zip(rows, predicted):
+        key = (r["question"], r["loo"])
+        best[key] = max(best.get(key, 0.0), p)
+    kinds = {(r["question"], r["loo"]): r for r in rows}
+    answerable = [k for k, r in kinds.items() if r["answerable"] and not r["loo"]]
+    written = [k for k, r in kinds.items() if r["written_off_corpus"]]
+    loo = [k for k, r in kinds.items() if r["loo"]]
+    share = lambda keys: sum(best[k] < threshold for k in keys) / max(1, len(keys))  # noqa: E731
+    print(f"  cross-validated, answer_above {threshold:.3f}: false abstention {share(answerable):.3f} ({len(answerable)}), "
+          f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), leave-one-out {share(loo):.3f} ({len(loo)})")
+
+
+def main() -> None:
+    rows = examples(Settings(generator="extractive"))
+    print("EvidenceSettings for rag/config.py (standalone_above is chosen with `rag eval --split dev`):")
+    for family in ("english", "multilingual"):
+        subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
+        model, predicted = fit(subset, family, strength=1.0)
+        threshold = threshold_for(subset, predicted)
+        report(subset, predicted, threshold)
+        weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef))
+        print(f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f})")
+
+
+if __name__ == "__main__":
+    main()
