@@ -34,7 +34,7 @@ HEADLINE = {
     "citation_support": "citation support", "citation_recall": "citation recall",
     "sentence_citation_rate": "cited sentences", "multi_citation_recall": "multi citation recall",
     "keyword_accuracy": "keyword accuracy", "fact_keyword_accuracy": "keyword acc. fact/name/follow-up",
-    "fact_lead_accuracy": "...in the first sentence",
+    "fact_lead_accuracy": "fact keyword in 1st sentence",
     "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
     "false_abstention": "false abstention", "dangling_markers": "dangling markers",
 }
