@@ -38,8 +38,7 @@ def examples(settings: Settings):
     rows = []
     for q in dev + leave_one_out(dev):
         assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
-        query, retrieval = assistant.condense(q["question"], q["history"])
-        retrieval = retrieval or assistant.retriever.search(query)
+        retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
         for hit, evidence in zip(retrieval.hits, assistant.assess(retrieval)):
             rows.append({"question": q["id"].removesuffix("-loo"), "answerable": bool(q["gold"]), "loo": bool(q.get("exclude")),
                          "written_off_corpus": q["type"] == "unanswerable" and not q.get("exclude"), "multilingual": retrieval.multilingual,
@@ -103,7 +102,7 @@ def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
 
 def main() -> None:
     rows = examples(Settings(generator="extractive"))
-    print("EvidenceSettings for rag/config.py (standalone_above is chosen with `rag eval --split dev`):")
+    print("EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):")
     for family in ("english", "multilingual"):
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
         model, predicted = fit(subset, family, strength=1.0)

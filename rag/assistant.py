@@ -110,6 +110,10 @@ class Assistant:
         points_back = bool(_FOLLOW_UP.search(question)) or (not is_cjk(question) and len(content_words(question)) <= 3)
         return not points_back
 
+    def retrieve(self, query: str, alone: Retrieval | None, k: int | None = None) -> Retrieval:
+        """The retrieval for the query `condense` chose (the question's own when it stood alone)."""
+        return alone if alone is not None and alone.query == query else self.retriever.search(query, k or self.settings.k)
+
     # -- evidence -----------------------------------------------------------------------------
 
     def assess(self, retrieval: Retrieval) -> list[Evidence]:
@@ -117,7 +121,7 @@ class Assistant:
         return self.evidence.assess(retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual)
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
-        return self.settings.evidence.multilingual if retrieval.multilingual else self.settings.evidence.english
+        return self.evidence.weights(retrieval.multilingual)
 
     def sources(self, retrieval: Retrieval) -> list[Hit]:
         """The papers that answer: likely enough, and close to the best one. Empty: abstain."""
@@ -172,7 +176,7 @@ class Assistant:
         query, alone = self.condense(question, history or [], k)
         timings["condense"] = (time.perf_counter() - started) * 1000
         mark = time.perf_counter()
-        retrieval = alone if alone is not None and alone.query == query else self.retriever.search(query, k or self.settings.k)
+        retrieval = self.retrieve(query, alone, k)
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
 
         mark = time.perf_counter()

@@ -37,11 +37,11 @@ class EvidenceSettings(BaseModel):
     variants, never on test. Env: RAG_EVIDENCE__CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
 
     english: EvidenceWeights = EvidenceWeights(
-        bias=-10.23, dense=8.10, sentence=6.64, coverage=6.20, margin=4.25, unknown_name=-2.68,
-        answer_above=0.11, cite_share=0.5, standalone_margin=0.25)
+        bias=-8.51, dense=4.01, sentence=6.08, coverage=8.30, margin=7.46, unknown_name=-4.11,
+        answer_above=0.07, cite_share=0.7, standalone_margin=0.25)
     multilingual: EvidenceWeights = Field(
-        EvidenceWeights(bias=-105.73, dense=70.45, sentence=53.45, coverage=3.25, margin=118.40, unknown_name=-2.66,
-                        answer_above=0.01, cite_share=0.5, standalone_margin=0.025),
+        EvidenceWeights(bias=-52.01, dense=40.39, sentence=19.35, coverage=2.35, margin=116.30, unknown_name=-2.43,
+                        answer_above=0.14, cite_share=0.5, standalone_margin=0.025),
         description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 and "
         "few dev questions teach it, so its probabilities are less confident and its floor lower.",
     )

@@ -79,6 +79,7 @@ class Vocabulary:
     def __init__(self, papers: Iterable[Paper]):
         self.paper_stems: dict[str, set[str]] = {}
         self.words: set[str] = set()
+        texts = []
         frequency: dict[str, int] = {}
         for paper in papers:
             own = stems(paper.text)
@@ -87,6 +88,8 @@ class Vocabulary:
                 frequency[stem] = frequency.get(stem, 0) + 1
             tokens = {t.lower() for t in _TOKEN.findall(paper.text)}
             self.words |= tokens | {part for t in tokens for part in t.split("-")}
+            texts.append(paper.text.lower())
+        self.text = "\n".join(texts)  # for names inside longer words; one scan per name-like word
         papers_count = len(self.paper_stems)
         self.idf = {stem: math.log((papers_count + 1) / (df + 0.5)) for stem, df in frequency.items()}
         self.unseen_idf = math.log((papers_count + 1) / 0.5)
@@ -103,10 +106,13 @@ class Vocabulary:
         return sum(self.weight(s) for s in question_stems & own) / total
 
     def knows(self, word: str) -> bool:
-        """"LLM-generated" is known when "LLM" is; "PDEs" when "PDE" is."""
+        """"LLM-generated" is known when "LLM" is, "PDEs" when "PDE" is, and a name of four
+        letters or more when a word contains it ("Reddit" in "subreddit", "Llama" in "LLaMA-2")."""
         lowered = word.lower()
         base = re.sub(r"-[a-z]+$", "", lowered)
-        return any(w in self.words for w in (lowered, base, lowered.rstrip("s")))
+        if any(w in self.words for w in (lowered, base, lowered.rstrip("s"))):
+            return True
+        return len(base) >= 4 and base in self.text
 
 
 def _sigmoid(x: float) -> float:
@@ -118,9 +124,12 @@ class EvidenceModel:
         self.vocabulary = vocabulary
         self.settings = settings
 
+    def weights(self, multilingual: bool):
+        return self.settings.multilingual if multilingual else self.settings.english
+
     def assess(self, question: str, hits: list, multilingual: bool = False) -> list[Evidence]:
         """Evidence for each hit (a `retrieval.Hit`), in the hits' order."""
-        w = self.settings.multilingual if multilingual else self.settings.english
+        w = self.weights(multilingual)
         question_stems = stems(question)
         unknown = any(not self.vocabulary.knows(word) for word in name_like(question))
         out = []
@@ -132,6 +141,6 @@ class EvidenceModel:
             logit = (w.bias + w.dense * hit.dense_score + w.sentence * sentence + w.coverage * coverage
                      + w.margin * (hit.dense_score - others) + w.unknown_name * unknown)
             probability = 1.0 if named else _sigmoid(logit)
-            out.append(Evidence(hit.paper.paper_id, hit.dense_score, sentence, coverage,
-                                hit.dense_score - others, unknown, named, probability))
+            out.append(Evidence(hit.paper.paper_id, hit.dense_score, sentence, coverage, hit.dense_score - others,
+                                unknown, named, probability))
         return out

@@ -77,12 +77,13 @@ def test_off_corpus_questions_abstain(assistant, question):
     assert answer.text.startswith("The ICML 2026 abstracts here do not cover this question.")
 
 
-# Next to the corpus (its words, its fields) but answered by no abstract: the issue's own
-# examples, kept in eval/dev.jsonl. Each named a wrong paper before abstention weighed evidence.
+# Next to the corpus (its words, its fields) but answered by no abstract: from the issue's own
+# examples (eval/dev.jsonl), each of which named a wrong paper before abstention weighed
+# evidence. Two others still get a wrong paper (README, Evaluation): not claimed here.
 ADJACENT = [
     "What convergence guarantees have been established for the Sophia optimizer?",
     "Which paper proposes a neural text-to-speech model that improves prosody?",
-    "Which paper trains a separate small draft model for speculative decoding?",
+    "Which paper reports state-of-the-art molecular property prediction results on QM9?",
 ]
 
 
