@@ -36,10 +36,6 @@ class Generator(Protocol):
 _WHICH = re.compile(r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I)
 # "Which papers...?", "Are there works on...?", 哪些: every paper that answers is cited.
 _SEVERAL = re.compile(r"\b(papers|works|studies)\b|哪些", re.I)
-
-
-def asks_for_several(question: str) -> bool:
-    return bool(_SEVERAL.search(question))
 _HOW_MUCH = re.compile(r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b", re.I)
 _NUMBER = re.compile(r"\d")
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
@@ -54,6 +50,10 @@ _LEAD_IN = re.compile(
     r"crucially|empirically|theoretically|consequently|to this end|as a result|instead),\s*)+",
     re.I,
 )
+
+
+def asks_for_several(question: str) -> bool:
+    return bool(_SEVERAL.search(question))
 
 
 def counts(question_stems: set[str], sentence: str) -> bool:
