@@ -48,18 +48,15 @@ _port = _bounded("port", 1, 65535)
 
 
 def cmd_index(args, settings: Settings) -> int:
-    from .corpus import load_corpus
-    from .index import build_index, stale_reason
+    from .index import index_seeds
 
-    corpus = load_corpus(settings.seeds_dir)
-    if args.if_needed:
-        reason = stale_reason(settings, corpus)
-        if reason is None:
-            print(f"index is up to date ({settings.index_dir})")
-            return 0
-        print(f"building the index: {reason}")
     started = time.perf_counter()
-    build = build_index(corpus, settings, show_progress=not args.quiet)
+    build, reason = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed)
+    if build is None:
+        print(f"index is up to date ({settings.index_dir})")
+        return 0
+    if args.if_needed:
+        print(f"built the index: {reason}")
     manifest = json.loads((build / "manifest.json").read_text())
     print(
         f"indexed {manifest['papers']} papers, {manifest['chunks']} chunks "
@@ -171,15 +168,12 @@ def cmd_eval(args, settings: Settings) -> int:
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
-    from .corpus import load_corpus
-    from .index import build_index, stale_reason
+    from .index import index_seeds
 
     # Build here when needed, but load nothing: each uvicorn worker loads the index itself.
-    corpus = load_corpus(settings.seeds_dir)
-    reason = stale_reason(settings, corpus)
-    if reason is not None:
-        print(f"building the index: {reason}")
-        build_index(corpus, settings, show_progress=True)
+    build, reason = index_seeds(settings, show_progress=True, only_if_stale=True)
+    if build is not None:
+        print(f"built the index: {reason}")
     if args.workers > 1:
         # Workers share the cores: two torch threads per worker would oversubscribe them
         # (bench: /search under 16 connections, 2 workers, 52.6 -> 65.2 req/s with one thread).

@@ -33,7 +33,7 @@ import numpy as np
 
 from .chunking import Sentence, chunk_papers, split_sentences
 from .config import Settings
-from .corpus import Corpus, Paper, build_corpus, parse_seed
+from .corpus import Corpus, Paper, build_corpus, load_corpus, parse_seed
 from .embedding import (
     MULTILINGUAL_MODEL,
     QUERY_ENCODER,
@@ -144,7 +144,8 @@ def _embed_sentences(embed_model, sentences: list[Sentence], show_progress: bool
 
 
 def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False) -> Path:
-    """Build the whole index from `corpus` and publish it atomically; returns its directory."""
+    """Build the whole index from `corpus` and publish it atomically; returns its directory.
+    Takes no lock: to build from the seed folder while adds may run, use `index_seeds`."""
     started = time.perf_counter()
     root = Path(settings.index_dir)
     with _writing(root), _staging(root) as work:
@@ -344,6 +345,29 @@ def stale_reason(settings: Settings, corpus: Corpus) -> str | None:
     return None
 
 
+@contextmanager
+def one_writer(root: Path):
+    """Builds from the seeds and adds of one index take turns, across processes: a rebuild
+    reads the seed folder either before an add writes its file or after the add published,
+    so it never publishes a build without papers that were added."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".writer.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False) -> tuple[Path | None, str | None]:
+    """Build the index from the seed folder, read under the writer lock; with `only_if_stale`,
+    only when the current index cannot serve it. Returns (the new build or None, why it was built)."""
+    root = Path(settings.index_dir)
+    with _writing(root), one_writer(root):
+        corpus = load_corpus(settings.seeds_dir)
+        reason = stale_reason(settings, corpus)
+        if only_if_stale and reason is None:
+            return None, None
+        return build_index(corpus, settings, show_progress), reason
+
+
 def ensure_index(settings: Settings, corpus: Corpus, show_progress: bool = False) -> tuple[LoadedIndex, bool]:
     """Load the index, building it first when it is missing, stale or damaged."""
     built = stale_reason(settings, corpus) is not None
@@ -367,11 +391,8 @@ def add_papers(settings: Settings, new: Corpus, files: dict[str, str]) -> AddRes
     first when anything is new, so the seeds stay the corpus of record: a later `rag index`
     rebuilds the same papers, and a crash between the two only costs a rebuild."""
     root = Path(settings.index_dir)
-    with _writing(root):
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / ".add.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one add at a time, across processes
-            return _add_papers_locked(settings, new, files)
+    with _writing(root), one_writer(root):
+        return _add_papers_locked(settings, new, files)
 
 
 def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -> AddResult:

@@ -113,3 +113,23 @@ def test_post_papers_while_four_clients_search(tmp_path, small_seeds):
         stop.set()
         server.stop()
         other.stop()
+
+
+def test_a_rebuild_and_an_add_at_once_lose_no_paper(tmp_path, small_seeds):
+    """`rag index` reads the seeds under the lock `rag add` takes: whichever goes first, the
+    published index holds the old papers and the added ones."""
+    settings = small_settings(tmp_path, small_seeds)
+    build_index(load_corpus(small_seeds), settings)
+    before = len(load_index(settings).corpus)
+    env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(small_seeds),
+           "RAG_MULTILINGUAL": "false"}
+    start = lambda *args: subprocess.Popen([sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env,  # noqa: E731
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rebuild = start("index", "-q")
+    add = start("add", str(NEW_FILE))
+    for proc in (rebuild, add):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    index = load_index(settings, load_corpus(small_seeds))
+    assert len(index.corpus) == before + 19
+    assert {p.paper_id for p in load_corpus(small_seeds).papers} == {p.paper_id for p in index.corpus.papers}
