@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import __version__
 from .config import Settings
 from .errors import RagError
 
@@ -191,6 +192,7 @@ def cmd_serve(args, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag", description="Question answering over the ICML 2026 abstracts.")
+    parser.add_argument("--version", action="version", version=f"rag {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     index = sub.add_parser("index", help="build or rebuild the index from the seed files")

@@ -20,6 +20,7 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import rag
 from rag.config import Settings, get_settings
 from rag.errors import CorpusError, GeneratorError, GeneratorTimeout, QueryError, RagError
 
@@ -185,7 +186,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="icml-rag",
-        version="0.1.0",
+        version=rag.__version__,
         description="Questions about the ICML 2026 abstracts, answered with checked citations.",
         lifespan=lifespan,
     )

@@ -59,6 +59,15 @@ def test_index_builds_with_a_summary_line(tmp_path):
     assert "indexed 19 papers" in out.stdout and " chunks in " in out.stdout
 
 
+def test_python_m_rag_is_the_rag_command_and_knows_its_version():
+    import rag as package
+
+    out = subprocess.run([sys.executable, "-m", "rag", "--version"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == f"rag {package.__version__}"
+    helped = subprocess.run([sys.executable, "-m", "rag", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert helped.returncode == 0 and "eval" in helped.stdout and "usage: rag" in helped.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [[], ["frobnicate"], ["search"], ["search", "q", "-k", "0"], ["search", "q", "-k", "x"],

@@ -1,0 +1,7 @@
+"""`python -m rag`: the same command as `rag`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
