@@ -2,11 +2,12 @@
 
 Examples: the first `answer_sources` retrieved papers of every dev question, labelled 1 when the
 paper is gold; plus every one-paper dev question asked again with its paper hidden (leave one
-out), where no retrieved paper answers. A logistic regression per language family (English
-features; the multilingual cosine for other scripts), checked by 10-fold cross-validation
-grouped by question. The multilingual model sees few examples and its cosines vary little, so
-its probabilities are less confident. `answer_above` is the probability under which at most 3 % of answerable
-dev questions would be abstained on. Prints the settings to put in rag/config.py.
+out), where no retrieved paper answers. One logistic regression for English questions and one
+for questions in other scripts (the same features, multilingual-e5 cosines), fitted on
+standardised features and checked by 10-fold cross-validation grouped by question. The
+multilingual set is small and its cosines vary little, so its probabilities are less confident.
+`answer_above` is the cross-validated probability under which 3 % of the answerable dev
+questions would be refused. Prints the settings to put in rag/config.py.
 
     .venv/bin/python eval/calibrate.py
 """

@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
     evaluate = sub.add_parser("eval", help="measure answer quality on the gold questions (dev and test)")
-    evaluate.add_argument("--split", type=_choices("split", SPLITS), default=list(SPLITS),
+    evaluate.add_argument("--split", type=_choices("splits", SPLITS), default=list(SPLITS),
                           help="comma-separated subset of dev,test (tune on dev; test is only reported)")
     evaluate.add_argument("--questions", type=Path, action="append", metavar="FILE",
                           help="a questions .jsonl file instead of the splits (repeatable; named by file stem)")

@@ -122,3 +122,17 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
     bad = subprocess.run([sys.executable, "-m", "rag.cli", "eval", "--systems", "bm25,nope"], cwd=ROOT,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "usage: rag eval" in bad.stderr
+
+
+def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_dir):
+    from rag.config import EvidenceWeights
+
+    env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
+    out = subprocess.run([sys.executable, "eval/calibrate.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    for family in ("english", "multilingual"):
+        line = next(l for l in out.stdout.splitlines() if l.strip().startswith(f"{family} = EvidenceWeights("))
+        fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
+        EvidenceWeights(**{k: float(v) for k, v in fields.items()}, cite_share=0.5, standalone_margin=0.1)  # valid settings
+    assert "cross-validated, answer_above" in out.stdout and "leave-one-out" in out.stdout
