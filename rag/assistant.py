@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,10 +60,12 @@ class Answer:
 
 class Assistant:
     def __init__(self, index: LoadedIndex, settings: Settings, generator: Generator | None = None,
-                 exclude: Collection[str] = ()):
-        """`exclude`: paper ids to act as if absent (leave-one-out calibration)."""
+                 exclude: Collection[str] = (), observer: Callable[[Answer], None] | None = None):
+        """`exclude`: paper ids to act as if absent (leave-one-out calibration); `observer`: called
+        with every final Answer (the service counts outcomes for /metrics)."""
         self.index = index
         self.settings = settings
+        self.observer = observer
         self.retriever = Retriever(index, settings, exclude)
         texts = [s.text for s in index.sentences]
         self.generator = generator or make_generator(settings, texts)
@@ -191,7 +193,7 @@ class Assistant:
             yield text
             timings["generate"] = (time.perf_counter() - mark) * 1000
             timings["total"] = (time.perf_counter() - started) * 1000
-            yield Answer(text, [], True, query, self.generator.name, timings=timings)
+            yield self._observed(Answer(text, [], True, query, self.generator.name, timings=timings))
             return
 
         generator, fallback = self.generator, False
@@ -226,7 +228,12 @@ class Assistant:
             text = f"{text} {prompts.FALLBACK_NOTE}"
         timings["generate"] = (time.perf_counter() - mark) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
-        yield Answer(text, tracker.citations, abstained, query, generator.name, fallback, timings)
+        yield self._observed(Answer(text, tracker.citations, abstained, query, generator.name, fallback, timings))
+
+    def _observed(self, answer: Answer) -> Answer:
+        if self.observer is not None:
+            self.observer(answer)
+        return answer
 
     def ask(self, question: str, history: list[dict] | None = None, k: int | None = None) -> Answer:
         *_, answer = self.stream(question, history, k)

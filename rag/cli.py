@@ -186,6 +186,7 @@ def cmd_serve(args, settings: Settings) -> int:
         port=args.port or settings.port,
         workers=args.workers,
         log_level="info",
+        access_log=False,  # the service logs each request itself, as JSON with its request id
     )
     return 0
 

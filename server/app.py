@@ -12,11 +12,12 @@ import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from asgi_correlation_id import CorrelationIdMiddleware
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -25,6 +26,7 @@ from rag.config import Settings, get_settings
 from rag.errors import CorpusError, GeneratorError, GeneratorTimeout, QueryError, RagError
 
 from . import openai_compat
+from .metrics import Metrics
 from .schemas import (
     AddPapersRequest,
     AddPapersResponse,
@@ -32,6 +34,7 @@ from .schemas import (
     AskResponse,
     ErrorResponse,
     Health,
+    Liveness,
     PaperOut,
     PapersResponse,
     SearchRequest,
@@ -77,17 +80,18 @@ ANSWER_PATHS = ("/ask", "/v1/chat/completions")
 
 class LimitsAndLogging:
     """ASGI middleware: refuses bodies over the limit (declared or streamed) with 413 and answers
-    beyond `max_answers` at once with 429, and logs one structured line per request: method,
-    route, status, milliseconds; never the question.
+    beyond `max_answers` at once with 429, logs one JSON line per request (method, route,
+    status, milliseconds, request id; never the question) and counts it for /metrics.
 
     Answers are counted here, around the whole request, because only here is the end certain:
     the count drops when the response is complete or the client has gone, streamed or not."""
 
-    def __init__(self, app, max_body_bytes: int, max_answers: int, in_flight: dict):
+    def __init__(self, app, max_body_bytes: int, max_answers: int, in_flight: dict, metrics: Metrics):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_answers = max_answers
         self.in_flight = in_flight
+        self.metrics = metrics
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -132,25 +136,28 @@ class LimitsAndLogging:
         finally:
             if answering:
                 self.in_flight["answers"] -= 1
-            route = scope.get("route")
-            log.info(
-                json.dumps(
-                    {
-                        "method": scope["method"],
-                        "route": getattr(route, "path", scope["path"]),
-                        "status": status["code"],
-                        "ms": round((time.perf_counter() - started) * 1000, 1),
-                    }
-                )
-            )
+            # The route's template ("/papers/{paper_id}"), not the path: one series per route.
+            route = getattr(scope.get("route"), "path", None)
+            seconds = time.perf_counter() - started
+            self.metrics.request(route or "unrouted", scope["method"], status["code"], seconds)
+            log.info("request", extra={"method": scope["method"], "route": route or scope["path"],
+                                       "status": status["code"], "ms": round(seconds * 1000, 1)})
 
 
 def _configure_logging() -> None:
-    """uvicorn configures only its own loggers: give ours a handler once per process."""
+    """uvicorn configures only its own loggers: give ours a handler once per process, writing one
+    JSON object per line with the request id (X-Request-ID) of the request being served."""
+    from asgi_correlation_id import CorrelationIdFilter
+    from pythonjsonlogger.json import JsonFormatter
+
     logger = logging.getLogger("rag")
     if not logger.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.addFilter(CorrelationIdFilter(name="request_id", default_value="-"))
+        handler.setFormatter(JsonFormatter("{asctime}{levelname}{name}{message}{correlation_id}", style="{",
+                                           rename_fields={"levelname": "level", "name": "logger",
+                                                          "correlation_id": "request_id", "asctime": "time"},
+                                           json_ensure_ascii=False))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
@@ -163,9 +170,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         """Load in the background so /health can answer 503 "loading" until the index is ready."""
-        from rag.assistant import Assistant
-        from rag.index import load_index
-
         app.state.assistant = None
         app.state.load_error = None
         app.state.checked = 0.0
@@ -174,11 +178,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def load():
             try:
-                app.state.assistant = Assistant(load_index(settings), settings)
-                log.info(json.dumps({"event": "ready", "index": str(app.state.assistant.index.path)}))
+                app.state.assistant = make_assistant()
+                log.info("ready", extra={"index": str(app.state.assistant.index.path)})
             except Exception as exc:  # kept and reported by /health; the service stays up
                 app.state.load_error = exc if isinstance(exc, RagError) else RagError(f"cannot load the index: {exc}")
-                log.error(json.dumps({"event": "load_failed", "error": str(app.state.load_error)}))
+                log.error("load_failed", extra={"error": str(app.state.load_error)})
 
         task = asyncio.create_task(run_in_threadpool(load))
         yield
@@ -191,8 +195,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     in_flight = {"answers": 0}
+    metrics = Metrics(in_flight)
+
+    def make_assistant():
+        """The one place an index is loaded into an assistant (start, reload, add)."""
+        from rag.assistant import Assistant
+        from rag.index import load_index
+
+        made = Assistant(load_index(settings), settings, observer=metrics.answer)
+        metrics.index(made.index)
+        return made
+
     app.add_middleware(LimitsAndLogging, max_body_bytes=settings.max_body_bytes,
-                       max_answers=settings.max_answers_in_flight, in_flight=in_flight)
+                       max_answers=settings.max_answers_in_flight, in_flight=in_flight, metrics=metrics)
+    # Outermost: every log line of a request, the request line included, carries its id, and the
+    # response echoes it in X-Request-ID (the caller's own id when it sends a valid one).
+    app.add_middleware(CorrelationIdMiddleware, header_name="X-Request-ID")
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -233,7 +251,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(GeneratorError)
     async def _generator(request: Request, exc: GeneratorError):
-        return _error(504 if isinstance(exc, GeneratorTimeout) else 502, exc.code, str(exc))
+        timeout = isinstance(exc, GeneratorTimeout)
+        metrics.llm_errors.labels("timeout" if timeout else "error").inc()
+        return _error(504 if timeout else 502, exc.code, str(exc))
 
     @app.exception_handler(RagError)
     async def _rag(request: Request, exc: RagError):
@@ -268,14 +288,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.reloading = True
 
         def reload():
-            from rag.assistant import Assistant
-            from rag.index import load_index
-
             try:
-                state.assistant = Assistant(load_index(settings), settings)
-                log.info(json.dumps({"event": "reloaded", "index": str(state.assistant.index.path)}))
+                state.assistant = make_assistant()
+                log.info("reloaded", extra={"index": str(state.assistant.index.path)})
             except Exception as exc:  # the previous index keeps serving
-                log.error(json.dumps({"event": "reload_failed", "error": str(exc)}))
+                log.error("reload_failed", extra={"error": str(exc)})
             finally:
                 state.reloading = False
 
@@ -305,6 +322,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             generator=ready.generator.name,
             answers_in_flight=in_flight["answers"],
         )
+
+    @app.get("/livez", response_model=Liveness)
+    async def livez():
+        """The process answers (for a liveness probe: restart it when this fails)."""
+        return Liveness(status="alive")
+
+    @app.get("/readyz", response_model=Health, responses=errors(503))
+    async def readyz(request: Request):
+        """The index is loaded and answers can be served (for a readiness probe); 503 while loading."""
+        return await health(request)
 
     @app.get("/", include_in_schema=False)
     async def page():
@@ -337,14 +364,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               responses=errors(400, 413, 422, 503))
     async def add_papers(body: AddPapersRequest, request: Request):
         """Add abstracts without a full rebuild; searches meanwhile see the old index."""
-        from rag.assistant import Assistant
-        from rag.index import add_seed_texts, load_index
+        from rag.index import add_seed_texts
 
         async with request.app.state.add_lock:
             result = await run_in_threadpool(add_seed_texts, settings, [(body.filename, body.content.encode())])
             if result.build is not None:
-                request.app.state.assistant = await run_in_threadpool(
-                    lambda: Assistant(load_index(settings), settings))
+                request.app.state.assistant = await run_in_threadpool(make_assistant)
         papers = len(request.app.state.assistant.index.corpus)
         return {"added": [p.to_dict() for p in result.added],
                 "duplicates": [p.to_dict() for p in result.duplicates], "papers": papers}
@@ -355,6 +380,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if found is None:
             raise ApiError(404, "paper_not_found", f"no paper with id {paper_id!r}")
         return found.to_dict()
+
+    @api.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics():
+        return Response(metrics.render(), media_type=metrics.content_type)
 
     @api.get("/v1/models")
     async def models():

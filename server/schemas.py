@@ -58,6 +58,10 @@ class Health(BaseModel):
     answers_in_flight: int = Field(..., description="Answers being served now (bounded by RAG_MAX_ANSWERS_IN_FLIGHT).")
 
 
+class Liveness(BaseModel):
+    status: str = Field(..., description="Always 'alive' while the process answers.")
+
+
 class Turn(BaseModel):
     role: str = Field(..., pattern="^(user|assistant)$")
     content: str = Field(..., max_length=20000)

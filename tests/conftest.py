@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -120,6 +121,14 @@ class Server:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def entries(self) -> list[dict]:
+        """The service's own log: one JSON object per line (uvicorn's lines are plain text)."""
+        return [json.loads(line) for line in self.log().splitlines() if line.startswith("{")]
+
+    def requests(self) -> list[dict]:
+        """Its one line per request: method, route, status, ms, request_id."""
+        return [e for e in self.entries() if e["logger"] == "rag.http" and e["message"] == "request"]
 
     def stop(self) -> None:
         self.proc.terminate()

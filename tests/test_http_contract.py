@@ -2,6 +2,7 @@
 state, concurrency, logging, several workers. Every server here is a real uvicorn process."""
 
 import json
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -120,15 +121,50 @@ def test_twenty_simultaneous_asks_match_the_sequential_answers(server):
     assert concurrent == sequential
 
 
-def test_requests_are_logged_without_the_question(server):
-    httpx.post(f"{server.url}/ask", json={"question": "What does the secret word zanzibar mean?"}, timeout=60)
-    lines = [json.loads(line.split(" rag.http ", 1)[1]) for line in server.log().splitlines() if " rag.http " in line
-             and line.split(" rag.http ", 1)[1].startswith("{\"method\"")]
-    assert {"method": "POST", "route": "/ask", "status": 200} in [
-        {k: entry[k] for k in ("method", "route", "status")} for entry in lines
-    ]
-    assert all(entry["ms"] >= 0 for entry in lines)
+def test_requests_are_logged_as_json_lines_with_their_id_and_without_the_question(server):
+    response = httpx.post(f"{server.url}/ask", json={"question": "What does the secret word zanzibar mean?"},
+                          headers={"X-Request-ID": "7d6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"}, timeout=60)
+    assert response.headers["X-Request-ID"] == "7d6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"  # the caller's id, echoed
+    fresh = httpx.get(f"{server.url}/health", timeout=10).headers["X-Request-ID"]  # or a new one
+    lines = server.requests()
+    mine = [e for e in lines if e["request_id"] == "7d6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"]
+    assert [(e["method"], e["route"], e["status"]) for e in mine] == [("POST", "/ask", 200)]
+    assert any(e["request_id"] == fresh and e["route"] == "/health" for e in server.requests())
+    assert all(e["ms"] >= 0 and e["level"] == "INFO" for e in lines)
     assert "zanzibar" not in server.log()
+
+
+def test_liveness_readiness_and_metrics(server):
+    assert httpx.get(f"{server.url}/livez", timeout=10).json() == {"status": "alive"}
+    ready = httpx.get(f"{server.url}/readyz", timeout=10)
+    assert ready.status_code == 200 and ready.json()["papers"] == 86
+
+    def answers() -> dict:
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+        return {o: float(v) for o, v in re.findall(r'^rag_answers_total\{outcome="(\w+)"\} (\S+)$', text, re.M)}
+
+    before = answers()
+    httpx.post(f"{server.url}/ask", json={"question": "What speedup does Jacobi Forcing report?"}, timeout=60)
+    httpx.post(f"{server.url}/ask", json={"question": "How do I bake sourdough bread?", "stream": True}, timeout=60)
+    after = answers()
+    assert after.get("answered", 0) - before.get("answered", 0) == 1
+    assert after.get("abstained", 0) - before.get("abstained", 0) == 1
+    text = httpx.get(f"{server.url}/metrics", timeout=10)
+    assert text.headers["content-type"].startswith("text/plain")
+    assert re.search(r'^rag_http_requests_total\{method="POST",route="/ask",status="200"\} \d', text.text, re.M)
+    assert re.search(r'^rag_http_request_seconds_bucket\{le="0.05",route="/ask"\} \d', text.text, re.M)
+    assert "rag_index_papers 86.0" in text.text and "rag_answers_in_flight 0.0" in text.text
+
+
+def test_a_service_still_loading_is_alive_but_not_ready(tmp_path):
+    empty = Server(index_env(tmp_path / "no-index"), tmp_path / "loading.log",
+                   until=lambda response: response.status_code == 503)
+    try:
+        assert httpx.get(f"{empty.url}/livez", timeout=10).status_code == 200
+        not_ready = httpx.get(f"{empty.url}/readyz", timeout=10)
+        assert not_ready.status_code == 503 and not_ready.json()["error"]["code"] in ("loading", "index_missing")
+    finally:
+        empty.stop()
 
 
 @pytest.fixture(scope="module")
@@ -139,12 +175,13 @@ def keyed_server(index_dir, tmp_path_factory):
     running.stop()
 
 
-def test_with_an_api_key_every_route_but_health_needs_it(keyed_server):
+def test_with_an_api_key_every_route_but_the_probes_needs_it(keyed_server):
     url = keyed_server.url
-    assert httpx.get(f"{url}/health").status_code == 200
+    for probe in ("/health", "/livez", "/readyz"):
+        assert httpx.get(f"{url}{probe}").status_code == 200
     for method, path, body in [("POST", "/search", {"query": "rope"}), ("POST", "/ask", {"question": "rope?"}),
                                ("GET", "/papers", None), ("GET", f"/papers/{PAPER_ID}", None),
-                               ("GET", "/v1/models", None)]:
+                               ("GET", "/v1/models", None), ("GET", "/metrics", None)]:
         for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}]:
             response = httpx.request(method, f"{url}{path}", json=body, headers=headers, timeout=60)
             assert response.status_code == 401, (path, headers)
@@ -198,7 +235,7 @@ def test_rag_serve_runs_several_workers(tmp_path, index_dir):
             # Each worker loads the index itself and answers 503 "loading" until it has; which
             # worker accepts a connection is up to the kernel, so wait for both to say "ready".
             deadline = time.monotonic() + 120
-            while served.log().count('"event": "ready"') < 2 and time.monotonic() < deadline:
+            while sum(e["message"] == "ready" for e in served.entries()) < 2 and time.monotonic() < deadline:
                 time.sleep(0.2)
             for _ in range(30):
                 response = client.post("/search", json={"query": "rotary embeddings for vision transformers"},
