@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -266,11 +267,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # -- dependencies -------------------------------------------------------------------------
 
-    def authorised(request: Request) -> None:
+    # FastAPI's scheme declares the key in the OpenAPI document (an Authorize button in /docs);
+    # auto_error off: a missing key gets our 401 envelope, and none is needed without RAG_API_KEY.
+    bearer = HTTPBearer(auto_error=False, description="RAG_API_KEY, when the service has one")
+
+    def authorised(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if not settings.api_key:
             return
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip(), settings.api_key):
+        if credentials is None or not secrets.compare_digest(credentials.credentials.strip(), settings.api_key):
             raise ApiError(401, "unauthorized", "this service needs `Authorization: Bearer <RAG_API_KEY>`",
                            {"WWW-Authenticate": "Bearer"})
 

@@ -101,6 +101,11 @@ def test_the_openapi_page_has_every_route_with_examples(server):
     spec = httpx.get(f"{server.url}/openapi.json").json()
     assert {"/health", "/search", "/ask", "/papers", "/papers/{paper_id}", "/v1/chat/completions", "/v1/models"} <= set(spec["paths"])
     assert "examples" in json.dumps(spec["components"]["schemas"]["AskRequest"])
+    # The key is a declared bearer scheme on the keyed routes: /docs shows an Authorize button.
+    assert spec["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http", "scheme": "bearer", "description": "RAG_API_KEY, when the service has one"}
+    assert spec["paths"]["/ask"]["post"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in spec["paths"]["/health"]["get"]
 
 
 def test_twenty_simultaneous_asks_match_the_sequential_answers(server):
