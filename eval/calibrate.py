@@ -78,20 +78,24 @@ def fit(rows: list[dict], label: str, strength: float) -> tuple[RawLogistic, np.
     return RawLogistic(strength).fit(X, y), np.where([r["named"] for r in rows], 1.0, predicted)
 
 
-def threshold_for(rows: list[dict], predicted: np.ndarray) -> float:
-    """The probability under which FALSE_ABSTENTION of the answerable questions fall."""
-    best: dict[str, float] = {}
-    for r, p in zip(rows, predicted):
-        if r["answerable"] and not r["loo"]:
-            best[r["question"]] = max(best.get(r["question"], 0.0), p)
-    return float(np.quantile(list(best.values()), FALSE_ABSTENTION))
-
-
-def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
+def best_per_question(rows: list[dict], predicted: np.ndarray) -> dict[tuple, float]:
+    """(question, asked with its paper hidden) -> the probability of its best retrieved paper."""
     best: dict[tuple, float] = {}
     for r, p in zip(rows, predicted):
         key = (r["question"], r["loo"])
         best[key] = max(best.get(key, 0.0), p)
+    return best
+
+
+def threshold_for(rows: list[dict], predicted: np.ndarray) -> float:
+    """The probability under which FALSE_ABSTENTION of the answerable questions fall."""
+    best = best_per_question(rows, predicted)
+    answerable = {r["question"] for r in rows if r["answerable"] and not r["loo"]}
+    return float(np.quantile([best[(q, False)] for q in answerable], FALSE_ABSTENTION))
+
+
+def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
+    best = best_per_question(rows, predicted)
     kinds = {(r["question"], r["loo"]): r for r in rows}
     answerable = [k for k, r in kinds.items() if r["answerable"] and not r["loo"]]
     written = [k for k, r in kinds.items() if r["written_off_corpus"]]

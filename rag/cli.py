@@ -137,7 +137,8 @@ def cmd_add(args, settings: Settings) -> int:
 
 def cmd_eval(args, settings: Settings) -> int:
     from .corpus import load_corpus
-    from .evaluation import HEADLINE, LOO_SPLIT, SPLITS, below_floors, evaluate, leave_one_out, load_questions, write_report
+    from .evaluation import (HEADLINE, LOO_SPLIT, SPLITS, below_floors, columns, evaluate, leave_one_out, load_questions,
+                             write_report)
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})
@@ -150,7 +151,7 @@ def cmd_eval(args, settings: Settings) -> int:
         splits[LOO_SPLIT] = leave_one_out(splits["dev"])
     report = evaluate(settings, splits, args.systems, progress=True)
     out = write_report(report, args.out)
-    cols = [(split, system) for split, data in report["splits"].items() for system in data["systems"]]
+    cols = columns(report)
     width = max(12, *(len(f"{a}:{b}") + 2 for a, b in cols))
     print(f"{'metric':<34}" + "".join(f"{f'{a}:{b}':>{width}}" for a, b in cols))
     for key, label in HEADLINE.items():

@@ -34,7 +34,7 @@ class EvidenceWeights(BaseModel):
 
 class EvidenceSettings(BaseModel):
     """Weights fitted by `python eval/calibrate.py` on the dev split and its leave-one-out
-    variants, never on test. Env: RAG_EVIDENCE__CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
+    variants, never on test. Env: RAG_EVIDENCE__SEVERAL_CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
 
     english: EvidenceWeights = EvidenceWeights(
         bias=-8.51, dense=4.01, sentence=6.08, coverage=8.30, margin=7.46, unknown_name=-4.11,
@@ -46,6 +46,10 @@ class EvidenceSettings(BaseModel):
         "few dev questions teach it, so its probabilities are less confident and its floor lower.",
     )
 
+    several_cite_share: float = Field(
+        0.2, gt=0, le=1, description="cite_share for a question that asks for several papers ('Which papers...?', 哪些).",
+    )
+
     @field_validator("english", "multilingual", mode="before")
     @classmethod
     def _over_defaults(cls, value, info: ValidationInfo):
@@ -53,10 +57,6 @@ class EvidenceSettings(BaseModel):
         if isinstance(value, dict):
             return {**cls.model_fields[info.field_name].default.model_dump(), **value}
         return value
-
-    several_cite_share: float = Field(
-        0.2, gt=0, le=1, description="The same for a question that asks for several papers ('Which papers...?', 哪些).",
-    )
 
 
 class ExtractiveWeights(BaseModel):

@@ -136,12 +136,13 @@ class ExtractiveGenerator:
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
         named = {n for n, hit in enumerate(sources, start=1) if mentions(question, hit.paper.name)}
+        asked = stems(question)
         candidates = []
         for n, hit in enumerate(sources, start=1):
             if named and n not in named:
                 continue
             # Words naming the paper pick the paper, not the sentence that answers.
-            question_stems = stems(question) - stems(hit.paper.name)
+            question_stems = asked - stems(hit.paper.name)
             defining = n in named and bool(_DEFINITION.search(question))
             sentence_stems = {sentence: stems(sentence) for sentence in hit.sentence_scores}
             in_sentences: dict[str, int] = {}

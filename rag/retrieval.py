@@ -51,10 +51,6 @@ class Retrieval:
     hits: list[Hit]
     vector: np.ndarray  # the query's embedding (multilingual-e5's when `multilingual`)
 
-    @property
-    def top_dense(self) -> float:
-        return max((h.dense_score for h in self.hits), default=0.0)
-
 
 def _paper_ranking(nodes, papers: dict) -> dict[str, tuple[int, float]]:
     """Chunk results -> {paper_id: (rank of its best chunk, that chunk's score)}, for `papers` only."""
@@ -103,11 +99,9 @@ class Retriever:
         if multilingual:
             embedding = self.index.multilingual_embedder.get_query_embedding(query)
             dense = _paper_ranking(self._multilingual.retrieve(QueryBundle(query, embedding=embedding)), self.papers)
-            sentence_vectors = self.index.multilingual_sentence_vectors
             rankings = [(self.settings.dense_weight, dense)]
         else:
             embedding = self.index.embedder.get_query_embedding(query)
-            sentence_vectors = self.index.sentence_vectors
             rankings = []
             if mode != "bm25":
                 dense = _paper_ranking(self._dense.retrieve(QueryBundle(query, embedding=embedding)), self.papers)
@@ -135,8 +129,7 @@ class Retriever:
         question = np.asarray(embedding, dtype=np.float32)
         hits = []
         for rank, pid in enumerate(ordered, start=1):
-            rows = self.sentence_rows.get(pid, [])
-            scores = sentence_vectors[rows] @ question if rows else np.zeros(0)
+            rows, scores = self._sentence_cosines(pid, question, multilingual)
             best = int(np.argmax(scores)) if rows else -1
             hits.append(
                 Hit(
@@ -151,18 +144,21 @@ class Retriever:
             )
         return Retrieval(query=query, multilingual=multilingual, hits=hits, vector=question)
 
+    def _sentence_cosines(self, paper_id: str, vector: np.ndarray, multilingual: bool) -> tuple[list[int], np.ndarray]:
+        """The paper's sentence rows and their cosines with a query vector (of the model that made it)."""
+        rows = self.sentence_rows.get(paper_id, [])
+        vectors = self.index.multilingual_sentence_vectors if multilingual else self.index.sentence_vectors
+        return rows, (vectors[rows] @ vector if rows else np.zeros(0))
+
     def rescored(self, hit: Hit, retrieval: Retrieval) -> Hit:
         """`hit` with its sentences scored against another retrieval's query: a follow-up's paper
         is found with the conversation, its answering sentences with the question itself."""
-        if retrieval.multilingual and self.index.multilingual_sentence_vectors is None:
-            return hit
-        rows = self.sentence_rows.get(hit.paper.paper_id, [])
-        vectors = self.index.multilingual_sentence_vectors if retrieval.multilingual else self.index.sentence_vectors
-        scores = vectors[rows] @ retrieval.vector if rows else np.zeros(0)
+        rows, scores = self._sentence_cosines(hit.paper.paper_id, retrieval.vector, retrieval.multilingual)
         return replace(hit, sentence_scores={self.index.sentences[r].text: float(s) for r, s in zip(rows, scores)})
 
     def sentence_fit(self, retrieval: Retrieval, paper_id: str) -> float:
         """The best cosine between the retrieval's query and a sentence of any paper, retrieved or not."""
-        rows = self.sentence_rows.get(paper_id, [])
-        vectors = self.index.multilingual_sentence_vectors if retrieval.multilingual else self.index.sentence_vectors
-        return float((vectors[rows] @ retrieval.vector).max()) if rows and paper_id in self.papers else 0.0
+        if paper_id not in self.papers:
+            return 0.0
+        rows, scores = self._sentence_cosines(paper_id, retrieval.vector, retrieval.multilingual)
+        return float(scores.max()) if rows else 0.0
