@@ -26,7 +26,7 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 index: $(VENV)/.installed
 	$(BIN)/rag index --if-needed
 
-serve: index
+serve: $(VENV)/.installed
 	$(BIN)/rag serve
 
 test: $(VENV)/.installed-test
@@ -38,6 +38,7 @@ bench: $(VENV)/.installed-test index
 	$(BIN)/python bench/service.py
 	$(BIN)/python bench/profile_service.py --index-dir index
 	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)
+	$(BIN)/python bench/reliability.py
 
 # The long versions of two tests that `make test` runs briefly.
 fuzz: $(VENV)/.installed-test

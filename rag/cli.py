@@ -51,27 +51,37 @@ _port = _bounded("port", 1, 65535)
 def cmd_index(args, settings: Settings) -> int:
     from .index import index_seeds
 
-    started = time.perf_counter()
-    build, reason = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed)
-    if build is None:
-        print(f"index is up to date ({settings.index_dir})")
+    report = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed)
+    if report.build is None:
+        print(f"index is up to date: {report.papers} papers ({settings.index_dir})")
+        return 0
+    manifest = json.loads((report.build / "manifest.json").read_text())
+    if report.caught_up:
+        print(f"caught up: {report.added} papers added, {report.removed} removed, {report.papers} in all, "
+              f"in {report.seconds:.1f} s -> {report.build}")
         return 0
     if args.if_needed:
-        print(f"built the index: {reason}")
-    manifest = json.loads((build / "manifest.json").read_text())
-    print(
-        f"indexed {manifest['papers']} papers, {manifest['chunks']} chunks "
-        f"in {time.perf_counter() - started:.1f} s -> {build}"
-    )
+        print(f"built the index: {report.reason}")
+    print(f"indexed {manifest['papers']} papers, {manifest['chunks']} chunks "
+          f"in {report.seconds:.1f} s -> {report.build}")
     return 0
 
 
+def _open_index(settings: Settings):
+    """The last good build, with a note on stderr when the seed folder has moved on since."""
+    from .index import open_index, seeds_changed
+
+    loaded = open_index(settings)
+    if seeds_changed(settings, loaded.manifest):
+        print("rag: note: the seed folder changed since this index was built; answering from it as it is. "
+              "Run `rag index --if-needed` to catch up.", file=sys.stderr)
+    return loaded
+
+
 def _retriever(settings: Settings):
-    from .corpus import load_corpus
-    from .index import load_index
     from .retrieval import Retriever
 
-    return Retriever(load_index(settings, load_corpus(settings.seeds_dir)), settings)
+    return Retriever(_open_index(settings), settings)
 
 
 def cmd_search(args, settings: Settings) -> int:
@@ -89,8 +99,6 @@ def cmd_search(args, settings: Settings) -> int:
 
 def cmd_ask(args, settings: Settings) -> int:
     from .assistant import Answer, Assistant
-    from .corpus import load_corpus
-    from .index import load_index
 
     history = []
     for turn in args.history or []:
@@ -98,7 +106,7 @@ def cmd_ask(args, settings: Settings) -> int:
         if role not in ("user", "assistant") or not content.strip():
             raise RagError(f"--history takes ROLE:TEXT with ROLE user or assistant, got {turn!r}")
         history.append({"role": role, "content": content.strip()})
-    assistant = Assistant(load_index(settings, load_corpus(settings.seeds_dir)), settings)
+    assistant = Assistant(_open_index(settings), settings)
     answer = None
     for piece in assistant.stream(args.question, history, args.k):
         if isinstance(piece, Answer):
@@ -136,6 +144,10 @@ def cmd_add(args, settings: Settings) -> int:
 
 
 def cmd_eval(args, settings: Settings) -> int:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise RagError("rag eval draws its plot with matplotlib: pip install 'icml-rag[eval]'") from None
     from .corpus import load_corpus
     from .evaluation import (HEADLINE, LOO_SPLIT, SPLITS, below_floors, columns, evaluate, leave_one_out, load_questions,
                              write_report)
@@ -170,12 +182,11 @@ def cmd_eval(args, settings: Settings) -> int:
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
-    from .index import index_seeds
-
-    # Build here when needed, but load nothing: each uvicorn worker loads the index itself.
-    build, reason = index_seeds(settings, show_progress=True, only_if_stale=True)
-    if build is not None:
-        print(f"built the index: {reason}")
+    # The port opens at once: each worker serves the last good build and catches up with the
+    # seed folder (or builds a first index) in the background.
+    # Workers read their settings from the environment: hand them the folders named here.
+    os.environ["RAG_SEEDS_DIR"] = str(Path(settings.seeds_dir).resolve())
+    os.environ["RAG_INDEX_DIR"] = str(Path(settings.index_dir).resolve())
     if args.workers > 1:
         # Workers share the cores: two torch threads per worker would oversubscribe them
         # (bench: /search under 16 connections, 2 workers, 52.6 -> 65.2 req/s with one thread).
@@ -196,19 +207,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag", description="Question answering over the ICML 2026 abstracts.")
     parser.add_argument("--version", action="version", version=f"rag {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--seeds", type=Path, default=None, metavar="DIR",
+                       help="the seed folder (default: RAG_SEEDS_DIR, else ./seeds)")
+    where.add_argument("--index-dir", type=Path, default=None, metavar="DIR",
+                       help="the index folder (default: RAG_INDEX_DIR, else ./index)")
 
-    index = sub.add_parser("index", help="build or rebuild the index from the seed files")
-    index.add_argument("--if-needed", action="store_true", help="only when missing, stale or damaged")
+    index = sub.add_parser("index", parents=[where], help="build or rebuild the index from the seed files")
+    index.add_argument("--if-needed", action="store_true", help="only what changed in the seed folder; everything when the index is missing, damaged or built "
+                       "with another model or chunking")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     index.set_defaults(run=cmd_index)
 
-    search = sub.add_parser("search", help="the papers that best match a query")
+    search = sub.add_parser("search", parents=[where], help="the papers that best match a query")
     search.add_argument("query")
     search.add_argument("-k", type=_k, default=None, help="number of papers (1-50)")
     search.add_argument("--json", action="store_true", help="print the /search JSON")
     search.set_defaults(run=cmd_search)
 
-    ask = sub.add_parser("ask", help="answer a question with citations")
+    ask = sub.add_parser("ask", parents=[where], help="answer a question with citations")
     ask.add_argument("question")
     ask.add_argument("-k", type=_k, default=None, help="papers to retrieve (1-50)")
     ask.add_argument("--history", action="append", metavar="ROLE:TEXT",
@@ -217,13 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--stream", action="store_true", help="print the answer as it is produced")
     ask.set_defaults(run=cmd_ask)
 
-    add = sub.add_parser("add", help="add the abstracts of seed-format files without a full rebuild")
+    add = sub.add_parser("add", parents=[where], help="add the abstracts of seed-format files without a full rebuild")
     add.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add.set_defaults(run=cmd_add)
 
     from .evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
-    evaluate = sub.add_parser("eval", help="measure answer quality on the gold questions (dev and test)")
+    evaluate = sub.add_parser("eval", parents=[where], help="measure answer quality on the gold questions (dev and test)")
     evaluate.add_argument("--split", type=_choices("splits", SPLITS), default=list(SPLITS),
                           help="comma-separated subset of dev,test (tune on dev; test is only reported)")
     evaluate.add_argument("--questions", type=Path, action="append", metavar="FILE",
@@ -239,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="exit 1 when a figure is under its floor in this TOML file")
     evaluate.set_defaults(run=cmd_eval)
 
-    serve = sub.add_parser("serve", help="start the HTTP service (builds the index when needed)")
+    serve = sub.add_parser("serve", parents=[where], help="start the HTTP service (catches the index up in the background)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=_port, default=None)
     serve.add_argument("--workers", type=_bounded("workers", 1, 64), default=1)
@@ -249,8 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    locations = {"seeds_dir": args.seeds, "index_dir": args.index_dir}
     try:
-        settings = Settings()
+        settings = Settings(**{key: value for key, value in locations.items() if value is not None})
     except Exception as exc:  # pydantic's ValidationError: a bad RAG_* variable
         print(f"rag: invalid configuration: {exc}", file=sys.stderr)
         return 2

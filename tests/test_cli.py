@@ -81,7 +81,7 @@ def test_bad_arguments_print_usage_and_exit_2(args):
 
 
 def test_library_errors_are_messages_not_tracebacks(tmp_path):
-    out = rag("search", "anything", env={"RAG_SEEDS_DIR": str(tmp_path)})
+    out = rag("index", env={"RAG_SEEDS_DIR": str(tmp_path), "RAG_INDEX_DIR": str(tmp_path / "index")})
     assert out.returncode == 1
     assert out.stderr.startswith("rag: ") and "no seed files" in out.stderr
     assert "Traceback" not in out.stderr

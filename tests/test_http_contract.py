@@ -11,6 +11,8 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from rag.corpus import load_corpus
+
 from .conftest import Server, index_env
 
 PAPER_ID = "c9f6ac55caba"  # Spiral RoPE
@@ -209,7 +211,7 @@ def test_cors_allows_only_the_configured_origins(keyed_server, server):
     assert "access-control-allow-origin" not in default.headers
 
 
-def test_health_is_503_while_loading_and_when_there_is_no_index(tmp_path, index_dir):
+def test_health_is_503_while_loading_and_when_there_is_no_index(tmp_path, index_dir, small_seeds):
     starting = Server(index_env(index_dir), tmp_path / "starting.log")
     try:
         first = starting.first_health
@@ -221,13 +223,26 @@ def test_health_is_503_while_loading_and_when_there_is_no_index(tmp_path, index_
     def loaded_or_failed(response):
         return response.status_code == 200 or response.json()["error"]["code"] != "loading"
 
-    empty = Server(index_env(tmp_path / "no-index"), tmp_path / "empty.log", until=loaded_or_failed)
+    # No index yet: the port opens at once, and the first build is made behind it.
+    fresh = Server(index_env(tmp_path / "no-index", RAG_SEEDS_DIR=str(small_seeds), RAG_MULTILINGUAL="false"),
+                   tmp_path / "fresh.log", until=loaded_or_failed)
+    try:
+        assert fresh.first_health.status_code == 503 and fresh.first_health.json()["error"]["code"] == "loading"
+        assert fresh.first_health.headers["retry-after"] == "2"
+        assert fresh.last_health.status_code == 200, fresh.last_health.text
+        assert fresh.last_health.json()["papers"] == len(load_corpus(small_seeds))
+    finally:
+        fresh.stop()
+
+    # No index and nothing to build it from: 503 with the reason, on every route that needs one.
+    empty = Server(index_env(tmp_path / "none", RAG_SEEDS_DIR=str(tmp_path / "no-seeds")), tmp_path / "empty.log",
+                   until=loaded_or_failed)
     try:
         health = empty.last_health
-        assert health.status_code == 503 and health.json()["error"]["code"] == "index_missing"
-        assert "rag index" in health.json()["error"]["message"]
+        assert health.status_code == 503 and health.json()["error"]["code"] == "corpus_error"
+        assert "no-seeds: not a directory" in health.json()["error"]["message"]
         search = httpx.post(f"{empty.url}/search", json={"query": "rope"})
-        assert search.status_code == 503 and search.json()["error"]["code"] == "index_missing"
+        assert search.status_code == 503 and search.json()["error"]["code"] == "corpus_error"
     finally:
         empty.stop()
 

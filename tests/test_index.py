@@ -13,7 +13,7 @@ import rag.index as index_module
 from rag.config import Settings
 from rag.corpus import load_corpus
 from rag.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
-from rag.index import build_index, ensure_index, load_index
+from rag.index import build_index, index_seeds, load_index
 from rag.retrieval import Retriever
 
 from .conftest import ROOT, SEEDS, small_settings
@@ -60,7 +60,7 @@ def test_a_reload_gives_identical_results(tmp_path, small_seeds):
     ]
 
 
-def test_a_stale_index_is_detected_and_rebuilt(tmp_path, small_seeds):
+def test_a_stale_index_is_detected_and_caught_up_or_rebuilt(tmp_path, small_seeds):
     settings = small_settings(tmp_path, small_seeds)
     build_index(load_corpus(small_seeds), settings)
     shutil.copy(sorted(SEEDS.glob("*.txt"))[3], small_seeds)
@@ -69,9 +69,13 @@ def test_a_stale_index_is_detected_and_rebuilt(tmp_path, small_seeds):
         load_index(settings, changed)
     with pytest.raises(IndexStaleError, match="chunk_size"):
         load_index(settings.model_copy(update={"chunk_size": 128}), changed)
-    index, built = ensure_index(settings, changed)
-    assert built and index.manifest["corpus_hash"] == changed.content_hash
-    assert ensure_index(settings, changed)[1] is False
+    before = len(load_index(settings).corpus)
+    report = index_seeds(settings, only_if_stale=True)
+    assert report.caught_up and report.removed == 0 and report.added == len(changed) - before > 0
+    assert load_index(settings, changed).manifest["corpus_hash"] == changed.content_hash
+    assert index_seeds(settings, only_if_stale=True).build is None
+    rebuilt = index_seeds(settings.model_copy(update={"chunk_size": 128}), only_if_stale=True)
+    assert not rebuilt.caught_up and "chunk_size" in rebuilt.reason
 
 
 def test_an_exception_mid_build_leaves_the_previous_index_loadable(tmp_path, small_seeds, monkeypatch):

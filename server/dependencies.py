@@ -1,0 +1,40 @@
+"""What routes ask for: the settings, the API key check, the assistant to answer with."""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from rag.assistant import Assistant
+from rag.config import Settings
+
+from .errors import ApiError
+from .keeper import AssistantKeeper
+
+# FastAPI's scheme declares the key in the OpenAPI document (an Authorize button in /docs);
+# auto_error off: a missing key gets our 401 envelope, and none is needed without RAG_API_KEY.
+bearer = HTTPBearer(auto_error=False, description="RAG_API_KEY, when the service has one")
+
+
+def settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def keeper(request: Request) -> AssistantKeeper:
+    return request.app.state.keeper
+
+
+def authorised(credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+               settings: Settings = Depends(settings)) -> None:
+    if not settings.api_key:
+        return
+    if credentials is None or not secrets.compare_digest(credentials.credentials.strip(), settings.api_key):
+        raise ApiError(401, "unauthorized", "this service needs `Authorization: Bearer <RAG_API_KEY>`",
+                       {"WWW-Authenticate": "Bearer"})
+
+
+def assistant(keeper: AssistantKeeper = Depends(keeper)) -> Assistant:
+    """503 "loading" (with Retry-After) until a usable build is loaded."""
+    return keeper.get()
