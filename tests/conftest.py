@@ -89,14 +89,14 @@ class Server:
     nobody reads would fill up and block the server)."""
 
     def __init__(self, env: dict, log_path: Path, args: list[str] | None = None, timeout: float = 120,
-                 until=lambda response: response.status_code == 200):
+                 until=lambda response: response.status_code == 200, cwd: Path = ROOT):
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
         command = args or [sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
                            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
         with open(log_path, "w") as log:
-            self.proc = subprocess.Popen([c.replace("{port}", str(port)) for c in command], cwd=ROOT,
+            self.proc = subprocess.Popen([c.replace("{port}", str(port)) for c in command], cwd=cwd,
                                          env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
         self.first_health = self.wait(timeout, until)
 
