@@ -203,6 +203,20 @@ def cmd_serve(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_mcp(args, settings: Settings) -> int:
+    import logging
+
+    from server.mcp_server import build_mcp
+
+    from .assistant import Assistant
+
+    # stdout carries the protocol: the note about the seed folder and any log go to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    assistant = Assistant(_open_index(settings), settings)
+    build_mcp(lambda: assistant).run("stdio")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag", description="Question answering over the ICML 2026 abstracts.")
     parser.add_argument("--version", action="version", version=f"rag {__version__}")
@@ -261,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=None)
     serve.add_argument("--workers", type=_bounded("workers", 1, 64), default=1)
     serve.set_defaults(run=cmd_serve)
+
+    mcp = sub.add_parser("mcp", parents=[where], help="serve search, answers and papers to agents over MCP (stdio)")
+    mcp.set_defaults(run=cmd_mcp)
     return parser
 
 

@@ -14,9 +14,11 @@ from fastapi.staticfiles import StaticFiles
 
 import rag
 from rag.config import Settings, get_settings
+from rag.errors import RagError
 
-from .errors import install_handlers
+from .errors import ApiError, install_handlers
 from .keeper import AssistantKeeper
+from .mcp_server import BearerKey, build_mcp
 from .metrics import Metrics
 from .middleware import LimitsAndLogging, configure_logging
 from .routes import answers, papers, service
@@ -31,11 +33,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     metrics = Metrics(in_flight)
     keeper = AssistantKeeper(settings, metrics)
 
+    def ready_assistant():
+        """For MCP tools: the assistant, or a RagError that says why there is none yet."""
+        try:
+            return keeper.get()
+        except ApiError as exc:
+            raise RagError(exc.message) from None
+
+    mcp = build_mcp(ready_assistant)
+    mcp_transport = mcp.streamable_http_app(streamable_http_path="/", host=settings.host)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        """The port opens at once: /health answers 503 "loading" until an index is loaded."""
+        """The port opens at once: /health answers 503 "loading" until an index is loaded. The MCP
+        transport's sessions live as long as the app (a mounted app's own lifespan never runs)."""
         keeper.start()
-        yield
+        async with mcp.session_manager.run():
+            yield
 
     app = FastAPI(
         title="icml-rag",
@@ -60,5 +74,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(app, metrics.llm_errors)
     for router in (service.router, answers.router, papers.router):
         app.include_router(router)
+    app.mount("/mcp", BearerKey(mcp_transport, settings.api_key))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app

@@ -1,0 +1,105 @@
+"""The MCP server, driven by the official SDK's own client over both transports: `rag mcp` on
+stdio, and streamable HTTP at /mcp/ on a real uvicorn, behind the API key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import ROOT, Server, index_env
+
+KEY = "mcp-key"
+
+
+@pytest.fixture(scope="module")
+def keyed_server(index_dir, tmp_path_factory):
+    running = Server(index_env(index_dir, RAG_API_KEY=KEY), tmp_path_factory.mktemp("mcp") / "server.log")
+    yield running
+    running.stop()
+
+
+def run_in_thread(main) -> None:
+    """asyncio.run in a thread of its own: another test's library may have left an event loop
+    running in this one."""
+    failure = []
+
+    def target():
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # re-raised below, in the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the MCP exchange did not finish"
+    if failure:
+        raise failure[0]
+
+
+async def exercise(session: ClientSession) -> None:
+    """What an agent does: discover, search, ask, read; and the errors it can get."""
+    await session.initialize()
+    assert {t.name for t in (await session.list_tools()).tools} == {"search_papers", "ask", "get_paper"}
+
+    found = await session.call_tool("search_papers", {"query": "rotary embeddings for vision transformers", "k": 3})
+    results = found.structured_content["results"]
+    assert not found.is_error and len(results) == 3 and results[0]["name"] == "Spiral RoPE"
+
+    answer = (await session.call_tool("ask", {"question": "What speedup does Jacobi Forcing report?"})).structured_content
+    assert "3.8" in answer["answer"] and "[1]" in answer["answer"] and not answer["abstained"]
+    assert answer["citations"][0]["name"] == "Jacobi Forcing"
+
+    paper_id = results[0]["paper_id"]
+    paper = (await session.call_tool("get_paper", {"paper_id": paper_id})).structured_content
+    assert paper["name"] == "Spiral RoPE" and paper["text"].startswith(results[0]["text"][:40])
+    missing = await session.call_tool("get_paper", {"paper_id": "000000000000"})
+    assert missing.is_error and "no paper with id '000000000000'" in missing.content[0].text
+    bad_k = await session.call_tool("search_papers", {"query": "rope", "k": 500})
+    assert bad_k.is_error and "50" in bad_k.content[0].text
+
+    templates = (await session.list_resource_templates()).resource_templates
+    assert [t.uri_template for t in templates] == ["paper://{paper_id}"]
+    read = await session.read_resource(f"paper://{paper_id}")
+    assert json.loads(read.contents[0].text)["name"] == "Spiral RoPE"
+    listing = json.loads((await session.read_resource("paper://list")).contents[0].text)
+    assert len(listing) == 86 and {"paper_id": paper_id, "name": "Spiral RoPE"} in listing
+    with pytest.raises(MCPError, match="no paper with id"):
+        await session.read_resource("paper://000000000000")
+
+
+def test_rag_mcp_over_stdio(index_dir):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "rag", "mcp"], cwd=str(ROOT),
+                                   env={**os.environ, **index_env(index_dir)})
+
+    async def run():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await exercise(session)
+
+    run_in_thread(run)
+
+
+def test_mcp_over_streamable_http_behind_the_api_key(keyed_server):
+    url = f"{keyed_server.url}/mcp/"
+
+    async def run():
+        headers = {"Authorization": f"Bearer {KEY}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await exercise(session)
+
+    run_in_thread(run)
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        denied = httpx.post(url, json=initialize, headers=headers)
+        assert denied.status_code == 401 and denied.json()["error"]["code"] == "unauthorized"
