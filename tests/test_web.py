@@ -121,6 +121,43 @@ def test_the_page_fits_a_phone_width_window(page: Page, server):
     expect(page.locator("#source")).to_be_in_viewport()
 
 
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_math_is_rendered_in_answers_and_abstracts(page: Page, server, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(server.url + "/")
+    answer = ask(page, "What speedup does Jacobi Forcing report?")  # "$3.8\times$ wall-clock speedup"
+    body = answer.locator(".body")
+    expect(body.locator(".katex").first).to_be_visible()
+    assert "×" in body.locator(".katex-html").first.inner_text()
+    assert "$" not in body.inner_text() and "\\times" not in body.locator(".katex-html").first.inner_text()
+    expect(answer.locator(".cite").first).to_be_visible()  # markers still links next to the math
+    answer.locator(".cite").first.click()
+    mark = page.locator("#source-text mark")
+    expect(mark.locator(".katex").first).to_be_visible()  # math inside the highlighted sentence
+
+    page.click("#show-papers")
+    page.fill("#paper-filter", "Shampoo")
+    page.locator("#paper-list li button").first.click()
+    fractions = page.locator("#source-text .katex-html .mfrac")
+    expect(fractions.first).to_be_visible()
+    assert fractions.count() >= 2
+    assert "$" not in page.locator("#source-text").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"math-{width}.png"), full_page=True)
+
+
+def test_a_formula_katex_cannot_parse_shows_as_its_source(chat: Page):
+    text = chat.evaluate(r"""() => {
+        const p = document.createElement('p');
+        p.append(...withMath('good $x^2$ and bad $\\frac{1}{$ and $\\badcommand{y}$ end'));
+        document.body.append(p);
+        return [p.querySelectorAll('.katex').length, p.innerText];
+    }""")
+    assert text[0] == 1
+    assert "$\\frac{1}{$" in text[1] and "$\\badcommand{y}$" in text[1] and text[1].endswith("end")
+
+
 def test_with_an_api_key_the_page_asks_for_it_once(page: Page, index_dir, tmp_path):
     keyed = Server(index_env(index_dir, RAG_API_KEY="page-key"), tmp_path / "keyed.log")
     try:

@@ -1,6 +1,6 @@
 // The chat page: plain JavaScript, no build step, no CDN. Every text from the server is put
 // into the page with textContent, never as HTML, so an abstract or answer holding markup
-// shows as text.
+// shows as text; only its LaTeX formulas are rendered, by KaTeX (vendored in /static/katex).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -77,6 +77,32 @@ async function* events(response, signal) {
 
 // -- rendering ---------------------------------------------------------------------------
 
+// LaTeX as abstracts write it: $$...$$ and \[...\] display, \(...\) and $...$ inline (a $
+// formula starts and ends next to a non-space, and a $ before a digit is a price, not math).
+const MATH = /\$\$([\s\S]+?)\$\$|\\\[([\s\S]+?)\\\]|\\\(([\s\S]+?)\\\)|\$(?=\S)((?:\\\$|[^$])+?)(?<=\S)\$(?!\d)/g;
+const KATEX = { throwOnError: true, strict: "ignore", maxSize: 20, maxExpand: 1000 };  // trust stays off: no links or HTML
+
+// `text` as nodes: text nodes, and a rendered span for each formula KaTeX parses; a formula
+// it cannot parse (or KaTeX missing) stays as its source text, so nothing breaks the page.
+function withMath(text) {
+  const nodes = [];
+  let last = 0;
+  for (const m of text.matchAll(MATH)) {
+    const display = m[1] !== undefined || m[2] !== undefined;
+    const span = document.createElement("span");
+    try {
+      window.katex.render(m[1] ?? m[2] ?? m[3] ?? m[4], span, { ...KATEX, displayMode: display });
+    } catch {
+      continue;
+    }
+    span.className = display ? "math display" : "math";
+    nodes.push(document.createTextNode(text.slice(last, m.index)), span);
+    last = m.index + m[0].length;
+  }
+  nodes.push(document.createTextNode(text.slice(last)));
+  return nodes;
+}
+
 function addTurn(role, text) {
   $("hint")?.remove();
   const turn = $("turn-template").content.firstElementChild.cloneNode(true);
@@ -95,7 +121,7 @@ function renderAnswer(turn, text, citations) {
   const byN = new Map((citations || []).map((c) => [c.n, c]));
   let last = 0;
   for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    body.append(document.createTextNode(text.slice(last, match.index)));
+    body.append(...withMath(text.slice(last, match.index)));
     const n = Number(match[1]);
     const link = document.createElement("a");
     link.href = "#";
@@ -111,7 +137,7 @@ function renderAnswer(turn, text, citations) {
     body.append(link);
     last = match.index + match[0].length;
   }
-  body.append(document.createTextNode(text.slice(last)));
+  body.append(...withMath(text.slice(last)));
 }
 
 function renderSources(turn, citations) {
@@ -138,11 +164,10 @@ function showPaper(paper, snippet) {
   const at = snippet ? paper.text.indexOf(snippet) : -1;
   if (at >= 0) {
     const mark = document.createElement("mark");
-    mark.textContent = snippet;
-    text.append(document.createTextNode(paper.text.slice(0, at)), mark,
-                document.createTextNode(paper.text.slice(at + snippet.length)));
+    mark.append(...withMath(snippet));
+    text.append(...withMath(paper.text.slice(0, at)), mark, ...withMath(paper.text.slice(at + snippet.length)));
   } else {
-    text.textContent = paper.text;
+    text.append(...withMath(paper.text));
   }
   const code = $("source-code");
   const url = paper.code_url;
