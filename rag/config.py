@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     )
     cors_origins: list[str] = Field(default_factory=list, description='Allowed browser origins, e.g. ["http://localhost:3000"].')
     max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
+    max_chat_body_bytes: int = Field(
+        1024 * 1024, ge=1024, description="The same for /v1/chat/completions: chat UIs send the whole conversation "
+        "and their tool definitions (Open WebUI: about 25 KB of tools); only the recent turns are read.")
     max_answers_in_flight: int = Field(
         32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
     )

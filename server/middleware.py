@@ -23,9 +23,11 @@ class LimitsAndLogging:
     Answers are counted here, around the whole request, because only here is the end certain:
     the count drops when the response is complete or the client has gone, streamed or not."""
 
-    def __init__(self, app, max_body_bytes: int, max_answers: int, in_flight: dict, metrics: Metrics):
+    def __init__(self, app, max_body_bytes: int, max_chat_body_bytes: int, max_answers: int, in_flight: dict,
+                 metrics: Metrics):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_chat_body_bytes = max_chat_body_bytes
         self.max_answers = max_answers
         self.in_flight = in_flight
         self.metrics = metrics
@@ -44,14 +46,16 @@ class LimitsAndLogging:
         answering = scope["path"] in ANSWER_PATHS and scope["method"] == "POST"
         if answering:
             self.in_flight["answers"] += 1
+        # Chat UIs send whole conversations and tool definitions to /v1: a larger limit there.
+        limit = self.max_chat_body_bytes if scope["path"] == "/v1/chat/completions" else self.max_body_bytes
         try:
             declared = dict(scope["headers"]).get(b"content-length", b"0")
             try:
-                oversized = int(declared) > self.max_body_bytes
+                oversized = int(declared) > limit
             except ValueError:
                 oversized = True
             if oversized:
-                too_large = error_response(413, "body_too_large", f"request body is over {self.max_body_bytes} bytes")
+                too_large = error_response(413, "body_too_large", f"request body is over {limit} bytes")
                 await too_large(scope, receive, send_logged)
             elif answering and self.in_flight["answers"] > self.max_answers:
                 busy = error_response(429, "too_many_answers", f"{self.max_answers} answers are being served; retry shortly",
@@ -64,9 +68,9 @@ class LimitsAndLogging:
                     nonlocal received
                     message = await receive()
                     received += len(message.get("body", b""))
-                    if received > self.max_body_bytes:
+                    if received > limit:
                         # FastAPI passes an HTTPException raised while reading the body through as is.
-                        raise HTTPException(413, f"request body is over {self.max_body_bytes} bytes")
+                        raise HTTPException(413, f"request body is over {limit} bytes")
                     return message
 
                 await self.app(scope, receive_limited, send_logged)

@@ -1,11 +1,14 @@
 """OpenAI's chat-completions format on top of the assistant, for existing chat clients
 (Open WebUI, LibreChat, the `openai` package): the last user message is the question, the
-earlier user and assistant messages are the history, and the citations come back both as a
-"Sources" list at the end of the text and as an extra `citations` field."""
+earlier user and assistant messages are the history, and the citations come back as a
+"Sources" list at the end of the text, as OpenAI-style `annotations` and as an extra
+`citations` field. Usage is counted in the English embedding model's word pieces (the
+extractive answerer has no LLM tokenizer)."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from typing import Literal
@@ -34,34 +37,111 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+MAX_QUESTION = 2000
+MAX_TURN = 20000
+
+
 class ChatCompletionRequest(BaseModel):
-    """OpenAI's request; sampling parameters are accepted and ignored (answers are deterministic)."""
+    """OpenAI's request as chat UIs send it. Sampling parameters, tool definitions and other
+    fields are accepted and ignored (answers are deterministic and use no tools); system
+    messages are not part of the question or the history; only the most recent turns that fit
+    the history limit are used, each cut to its limit, so nothing the service ignores can make
+    it do more work."""
 
     model_config = ConfigDict(extra="ignore")
     model: str | None = Field(None, examples=["icml-rag"])
     messages: list[ChatMessage] = Field(
-        ..., min_length=1, max_length=41,
-        examples=[[{"role": "user", "content": "What speedup does Jacobi Forcing report?"}]],
+        ..., min_length=1, examples=[[{"role": "user", "content": "What speedup does Jacobi Forcing report?"}]],
     )
     stream: bool = False
+    stream_options: StreamOptions | None = None
 
     @field_validator("messages")
     @classmethod
-    def _ends_with_a_question(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+    def _has_a_question(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
         for message in messages:
             unicode_text(message.text())
-        if messages[-1].role != "user" or not messages[-1].text().strip():
-            raise ValueError("the last message must be a non-empty user message")
-        if len(messages[-1].text().strip()) > 2000:
-            raise ValueError("the last user message must be at most 2000 characters")
+        users = [m for m in messages if m.role == "user" and m.text().strip()]
+        if not users:
+            raise ValueError("no user message with text")
+        if messages[-1].role == "user" and task_keys(messages[-1].text()) is None \
+                and len(messages[-1].text().strip()) > MAX_QUESTION:
+            raise ValueError(f"the last user message must be at most {MAX_QUESTION} characters")
         return messages
 
-    def question(self) -> str:
-        return self.messages[-1].text().strip()
+    @property
+    def continues(self) -> bool:
+        """The request ends with an assistant message: a client asking to continue an answer."""
+        return self.messages[-1].role == "assistant"
 
-    def history(self) -> list[dict]:
-        turns = [{"role": m.role, "content": m.text()} for m in self.messages[:-1] if m.role in ("user", "assistant")]
-        return turns[-20:]
+    @property
+    def task(self) -> list[tuple[str, str]] | None:
+        """The keys of the JSON reply a background request asks for (see `task_keys`), else None."""
+        return None if self.continues else task_keys(self.messages[-1].text())
+
+    def _last_user(self) -> int:
+        return max(i for i, m in enumerate(self.messages) if m.role == "user" and m.text().strip())
+
+    def question(self) -> str:
+        return self.messages[self._last_user()].text().strip()[:MAX_QUESTION]
+
+    def history(self, turns: int = 20) -> list[dict]:
+        last_user = self._last_user()
+        kept = [{"role": m.role, "content": m.text()[:MAX_TURN]} for m in self.messages[:last_user]
+                if m.role in ("user", "assistant") and m.text().strip()]
+        return kept[-turns:]
+
+
+# Background requests of chat UIs (a title, tags, follow-up questions, search queries for the
+# chat) are long prompts that embed the conversation and ask for a small JSON object, showing
+# its shape: {"title": "..."}, { "tags": ["tag1", ...] }. The rule is general: a message that
+# mentions JSON and shows a JSON object template is such a request; the template's keys and
+# whether each holds a string or a list say what to send back.
+_TEMPLATE = re.compile(r'\{\s*"(\w+)"\s*:\s*(\[|")')
+_SPEAKER = re.compile(r"^\s*(?:USER|User|user|Human|HUMAN)\s*:\s*(.+)$", re.MULTILINE)
+
+
+def task_keys(text: str) -> list[tuple[str, str]] | None:
+    """[(key, "string" | "list"), ...] of the JSON object `text` asks for, or None."""
+    if "json" not in text.lower():
+        return None
+    keys = [(m.group(1), "list" if m.group(2) == "[" else "string") for m in _TEMPLATE.finditer(text)]
+    return list(dict.fromkeys(keys)) or None
+
+
+def chat_questions(text: str) -> list[str]:
+    """The user turns a background prompt quotes ("USER: ..." lines), oldest first."""
+    return [q.strip() for q in _SPEAKER.findall(text) if q.strip()]
+
+
+def task_reply(keys: list[tuple[str, str]], questions: list[str], papers: list[str]) -> dict:
+    """A short JSON reply of the kind asked for: a title from the first question, tags and
+    follow-up questions from the papers the conversation is about, the last question as a
+    search query; any other key empty (e.g. an autocompletion: the service adds no text)."""
+    first = questions[0] if questions else ""
+    reply: dict = {}
+    for key, kind in keys:
+        name = key.lower()
+        if kind == "string" and ("title" in name or "name" in name):
+            words = first.rstrip("?.!").split()
+            reply[key] = " ".join(words[:8]) + ("…" if len(words) > 8 else "") if words else "ICML 2026 papers"
+        elif kind == "string":
+            reply[key] = ""
+        elif "tag" in name:
+            reply[key] = ["ICML 2026", *papers[:2]]
+        elif "follow" in name or "question" in name:
+            reply[key] = [f"What does {p} propose?" for p in papers[:2]] + \
+                         [f"What results does {p} report?" for p in papers[:1]]
+        elif "quer" in name:
+            reply[key] = questions[-1:] or [first]
+        else:
+            reply[key] = []
+    return reply
 
 
 def sources_text(answer: Answer) -> str:
@@ -71,41 +151,68 @@ def sources_text(answer: Answer) -> str:
     return "\n\nSources:\n" + "\n".join(lines)
 
 
-def completion(answer: Answer, model: str) -> dict:
+def annotations(answer: Answer, content: str, page_url: str) -> list[dict]:
+    """OpenAI-style `url_citation` annotations, which chat UIs turn into source chips: for each
+    citation, the answer sentence that carries its first marker and a link that opens the
+    paper on the service's page."""
+    found = []
+    for c in answer.citations:
+        marker = f"[{c.n}]"
+        at = content.find(marker)
+        if at < 0:
+            continue
+        start = max(content.rfind(". ", 0, at) + 2, content.rfind("\n", 0, at) + 1, 0)
+        found.append({"type": "url_citation", "url_citation": {
+            "url": f"{page_url}#paper={c.paper_id}", "title": c.name,
+            "start_index": start, "end_index": at + len(marker)}})
+    return found
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def completion(content: str, model: str, tokens: dict, notes: list[dict] | None = None, **extra) -> dict:
+    message = {"role": "assistant", "content": content}
+    if notes:
+        message["annotations"] = notes
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": answer.text + sources_text(answer)},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        "citations": [c.to_dict() for c in answer.citations],
-        "abstained": answer.abstained,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": tokens,
+        **extra,
     }
 
 
-class ChunkWriter:
-    """Server-sent `chat.completion.chunk` events, as OpenAI streams them."""
+def answer_completion(answer: Answer, page_url: str) -> tuple[str, dict]:
+    """(the content, the extra fields) of a completion that carries an answer."""
+    content = answer.text + sources_text(answer)
+    return content, {"notes": annotations(answer, content, page_url),
+                     "citations": [c.to_dict() for c in answer.citations], "abstained": answer.abstained}
 
-    def __init__(self, model: str):
+
+class ChunkWriter:
+    """Server-sent `chat.completion.chunk` events, as OpenAI streams them; with
+    `include_usage`, a last chunk with no choices and the usage, as OpenAI sends it."""
+
+    def __init__(self, model: str, include_usage: bool = False):
         self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
         self.model = model
+        self.include_usage = include_usage
         self.streamed: list[str] = []
 
-    def chunk(self, delta: dict, finish_reason: str | None = None, **extra) -> str:
+    def chunk(self, delta: dict | None, finish_reason: str | None = None, **extra) -> str:
         body = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
             **extra,
         }
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
@@ -117,14 +224,26 @@ class ChunkWriter:
         self.streamed.append(piece)
         return self.chunk({"content": piece})
 
-    def finish(self, answer: Answer) -> str:
+    @property
+    def content(self) -> str:
+        return "".join(self.streamed)
+
+    def finish(self, answer: Answer, page_url: str) -> str:
         tail = sources_text(answer)
-        if "".join(self.streamed).strip() != answer.text:
+        if self.content.strip() != answer.text:
             # An abstention or an LLM answer replaced by the extractive fallback: send the final text.
             tail = "\n\n" + answer.text + tail
-        return (
-            self.chunk({"content": tail}) if tail else ""
-        ) + self.chunk({}, "stop", citations=[c.to_dict() for c in answer.citations], abstained=answer.abstained)
+        out = self.text(tail) if tail else ""
+        notes = annotations(answer, self.content, page_url)
+        return out + self.chunk({"annotations": notes} if notes else {}, "stop",
+                                citations=[c.to_dict() for c in answer.citations], abstained=answer.abstained)
+
+    def whole(self, content: str) -> str:
+        """A reply known in full (a background task's JSON, a continuation with nothing to add)."""
+        return (self.text(content) if content else "") + self.chunk({}, "stop")
+
+    def usage(self, tokens: dict) -> str:
+        return self.chunk(None, usage=tokens) if self.include_usage else ""
 
     @staticmethod
     def error(code: str, message: str) -> str:

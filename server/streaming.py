@@ -53,14 +53,23 @@ async def ask_events(stream, request: Request):
         yield _sse("error", {"code": "internal_error", "message": "internal error; it has been logged"})
 
 
-async def chat_chunks(stream, request: Request, writer):
+async def chat_chunks(stream, request: Request, writer, page_url: str, tokens):
+    """`tokens(content)`: the usage of a reply with this content."""
     yield writer.start()
     try:
         async for piece in _pieces(stream, request):
-            yield writer.finish(piece) if isinstance(piece, Answer) else writer.text(piece)
+            yield writer.finish(piece, page_url) if isinstance(piece, Answer) else writer.text(piece)
+        yield writer.usage(tokens(writer.content))
     except RagError as exc:
         yield writer.error(exc.code, str(exc))
     except Exception:  # the same for OpenAI-style streams
         log.exception("unhandled error while streaming /v1/chat/completions")
         yield writer.error("internal_error", "internal error; it has been logged")
     yield writer.done()
+
+
+async def iter_async(items):
+    """Chunks known in advance, as the async iterator StreamingResponse takes."""
+    for item in items:
+        if item:
+            yield item

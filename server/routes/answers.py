@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
 from rag.config import Settings
+from rag.embedding import tokenizer_of
 
 from .. import openai_compat
 from ..dependencies import assistant, authorised, settings
 from ..errors import errors
 from ..schemas import AskRequest, AskResponse, SearchRequest, SearchResponse
-from ..streaming import ask_events, chat_chunks, event_stream
+from ..streaming import ask_events, chat_chunks, event_stream, iter_async
 
 router = APIRouter(dependencies=[Depends(authorised)], responses=errors(401))
 STREAMED = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"}}
@@ -37,11 +40,37 @@ async def models(settings: Settings = Depends(settings)):
     return openai_compat.models(settings.model_id)
 
 
+def _task_reply(ready, body: openai_compat.ChatCompletionRequest) -> str:
+    """The JSON a chat UI's background request asks for, from the conversation it quotes."""
+    questions = openai_compat.chat_questions(body.messages[-1].text()) or \
+        [turn["content"] for turn in body.history() if turn["role"] == "user"]
+    # The papers the conversation is about: its questions together, the latest kept when long.
+    about = " ".join(questions)[-openai_compat.MAX_QUESTION:]
+    papers = [hit.paper.name for hit in ready.retriever.search(about, 3).hits] if about.strip() else []
+    return json.dumps(openai_compat.task_reply(body.task, questions, papers), ensure_ascii=False)
+
+
 @router.post("/v1/chat/completions", responses={**STREAMED, **errors(400, 413, 422, 429, 502, 503, 504)})
 async def chat_completions(body: openai_compat.ChatCompletionRequest, request: Request, ready=Depends(assistant),
                            settings: Settings = Depends(settings)):
+    tokenize = tokenizer_of(ready.index.embedder)
+    prompt_tokens = sum(len(tokenize(turn["content"])) for turn in body.history()) + len(tokenize(body.question()))
+
+    def tokens(content: str) -> dict:
+        return openai_compat.usage(prompt_tokens, len(tokenize(content)))
+
+    page_url = str(request.base_url)
+    writer = openai_compat.ChunkWriter(settings.model_id, bool(body.stream_options and body.stream_options.include_usage))
+    if body.continues or body.task:
+        # Continuing a finished answer adds nothing; a background request gets its JSON.
+        content = "" if body.continues else await run_in_threadpool(_task_reply, ready, body)
+        if not body.stream:
+            return openai_compat.completion(content, settings.model_id, tokens(content))
+        return event_stream(iter_async([writer.start(), writer.whole(content), writer.usage(tokens(content)),
+                                        writer.done()]))
     if not body.stream:
         answer = await run_in_threadpool(ready.ask, body.question(), body.history())
-        return openai_compat.completion(answer, settings.model_id)
+        content, extra = openai_compat.answer_completion(answer, page_url)
+        return openai_compat.completion(content, settings.model_id, tokens(content), **extra)
     pieces = ready.stream(body.question(), body.history())
-    return event_stream(chat_chunks(pieces, request, openai_compat.ChunkWriter(settings.model_id)))
+    return event_stream(chat_chunks(pieces, request, writer, page_url, tokens))

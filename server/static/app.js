@@ -298,4 +298,17 @@ for (const button of document.querySelectorAll("[data-close]")) {
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape") { $("source").hidden = true; $("papers").hidden = true; }
 });
+// /#paper=<id> opens that paper: the links the service sends chat UIs with its citations.
+async function openLinkedPaper() {
+  const id = new URLSearchParams(location.hash.slice(1)).get("paper");
+  if (!id) return;
+  try {
+    const paper = (await loadPapers()).find((p) => p.paper_id === id);
+    if (paper) showPaper(paper, null);
+  } catch (err) {
+    addTurn("assistant", err.message).classList.add("error");
+  }
+}
+window.addEventListener("hashchange", openLinkedPaper);
+openLinkedPaper();
 $("question").focus();
