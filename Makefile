@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 export HF_HUB_OFFLINE := 1
 
-.PHONY: serve test bench fuzz soak index clean
+.PHONY: serve test bench fuzz soak index clean eval-llm chat-ui-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,15 @@ bench: $(VENV)/.installed-test index
 	$(BIN)/python bench/profile_service.py --index-dir index
 	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)
 	$(BIN)/python bench/reliability.py
+
+# The evaluation with an LLM answering (llama.cpp + SmolLM2-135M, a subset of dev and test).
+eval-llm: $(VENV)/.installed-test index
+	$(BIN)/python eval/llm.py
+
+# A real Open WebUI 0.12.4 against the service, driven in Chromium (its venv, about 3 GB, is made in
+# ~/.cache once: too heavy for the test extra); about 1.5 minutes a run. OWUI_VENV=DIR to reuse one.
+chat-ui-check: $(VENV)/.installed-test index
+	$(BIN)/python bench/chat_ui_check.py $(if $(OWUI_VENV),--owui-venv $(OWUI_VENV))
 
 # The long versions of two tests that `make test` runs briefly.
 fuzz: $(VENV)/.installed-test
