@@ -190,6 +190,7 @@ class Assistant:
             extract_for = question
         if not sources:
             text = self.abstention(retrieval.hits)
+            timings["first_piece"] = (time.perf_counter() - started) * 1000
             yield text
             timings["generate"] = (time.perf_counter() - mark) * 1000
             timings["total"] = (time.perf_counter() - started) * 1000
@@ -203,6 +204,7 @@ class Assistant:
             for piece in generator.stream(extract_for if generator is self.extractive else query, sources):
                 shown = tracker.feed(piece)
                 if shown:
+                    timings.setdefault("first_piece", (time.perf_counter() - started) * 1000)
                     pieces.append(shown)
                     yield shown
             shown = tracker.finish()

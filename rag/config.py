@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(1, ge=0, le=5)
     llm_max_tokens: int = Field(400, ge=16, le=4096)
     llm_fallback: bool = Field(True, description="Answer extractively (marked as such) when the LLM fails.")
+    llm_output: Literal["auto", "json", "text"] = Field(
+        "auto", description="json: answers as JSON sentences with their source numbers, decoding constrained to a schema "
+        "(OpenAI/vLLM json_schema, else llama.cpp's json_object with a schema); text: free text with [n] markers; "
+        "auto: json when the endpoint accepts it (tried once per endpoint and remembered), else text.")
     answer_sources: int = Field(5, ge=1, le=10, description="Retrieved papers handed to the generator.")
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)

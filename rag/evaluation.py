@@ -37,6 +37,7 @@ HEADLINE = {
     "fact_lead_accuracy": "fact keyword in 1st sentence",
     "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
     "false_abstention": "false abstention", "dangling_markers": "dangling markers",
+    "llm_own_share": "LLM's own answers (no fallback)",
 }
 COUNTS = {"dangling_markers"}  # a count, not a share: in the tables, not on the plot
 
@@ -117,6 +118,7 @@ def evaluate_question(assistant, q: dict) -> dict:
         "keywords_ok": keywords_present(answer.text, q["answer_keywords"]),
         "lead_keywords_ok": keywords_present((answer_sentences(answer.text) or [""])[0], q["answer_keywords"]),
         "abstained": answer.abstained,
+        "generator": answer.generator,
         "fallback": answer.fallback,
         "timings": answer.timings,
     }
@@ -217,7 +219,7 @@ def markdown(report: dict) -> str:
     ]
     for key, label in HEADLINE.items():
         lines.append(f"| {label} | " + " | ".join(_cell(overall(*c)[key]) for c in cols) + " |")
-    for stage in ("retrieve", "generate", "total"):
+    for stage in ("retrieve", "first_piece", "generate", "total"):
         lines.append(
             f"| {stage} ms p50 / p95 | "
             + " | ".join(f"{overall(*c)[f'{stage}_ms_p50']:.1f} / {overall(*c)[f'{stage}_ms_p95']:.1f}" for c in cols)

@@ -8,6 +8,8 @@ from the settings.
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -249,8 +251,58 @@ def format_sources(sources: list[Hit]) -> str:
     )
 
 
+def answer_schema(sources: int) -> dict:
+    """The reply an endpoint that constrains decoding must produce: whether the sources cover the
+    question, then one to four sentences each with the numbers (1..sources, at least one) of its
+    sources (ignored when not covered: an empty list would let small models say nothing)."""
+    numbers = {"type": "integer", "enum": list(range(1, sources + 1))}
+    sentence = {"type": "object", "additionalProperties": False, "required": ["text", "sources"],
+                "properties": {"text": {"type": "string"},
+                               "sources": {"type": "array", "items": numbers, "minItems": 1}}}
+    return {"type": "object", "additionalProperties": False, "required": ["covered", "sentences"],
+            "properties": {"covered": {"type": "boolean"},
+                           "sentences": {"type": "array", "items": sentence, "minItems": 1, "maxItems": 4}}}
+
+
+QUERY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["query"],
+                "properties": {"query": {"type": "string"}}}
+
+# How to ask for a schema: OpenAI and vLLM take `json_schema`; llama-cpp-python's server rejects
+# that and takes `json_object` with a `schema`, which it turns into a grammar.
+RESPONSE_FORMATS = {
+    "json_schema": lambda schema: {"type": "json_schema",
+                                   "json_schema": {"name": "reply", "schema": schema, "strict": True}},
+    "json_object": lambda schema: {"type": "json_object", "schema": schema},
+}
+# Endpoint -> the response format it accepted (None: it refused them all, free text it is).
+_ACCEPTED_FORMAT: dict[str, str | None] = {}
+
+# Complete pieces of a streamed JSON answer, in the schema's key order. No JSON library parses
+# a document as it arrives, so this is hand-written: a sentence is shown once its object closes.
+_COVERED = re.compile(r'"covered"\s*:\s*(true|false)')
+_SENTENCE = re.compile(r'\{\s*"text"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"sources"\s*:\s*\[([\d,\s]*)\]\s*\}')
+
+
+class _Refused(Exception):
+    """The endpoint refused a structured-output request before answering."""
+
+
+def _with_markers(text: str, numbers: list[int]) -> str:
+    """"A finding." + [1, 2] -> "A finding [1][2]. " (markers before the closing stop, as the
+    citation checker expects them)."""
+    text = text.strip()
+    stop = text[-1] if text and text[-1] in ".!?。！？" else ""
+    markers = "".join(f"[{n}]" for n in dict.fromkeys(numbers))
+    return f"{text[:len(text) - len(stop)].rstrip()} {markers}{stop or '.'} "
+
+
 class LLMGenerator:
-    """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp's server)."""
+    """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp's server).
+
+    Answers come as JSON (sentences with their source numbers, decoding constrained to
+    `answer_schema`) when the endpoint accepts a response format, else as free text with [n]
+    markers; either way they reach the caller as text with markers, which the citation checks
+    judge."""
 
     name = "llm"
 
@@ -286,9 +338,13 @@ class LLMGenerator:
             return GeneratorError(f"the language model at {where} answered HTTP {exc.status_code}")
         return GeneratorError(f"the language model at {where} sent an unusable reply ({type(exc).__name__})")
 
-    def chat(self, system: str, user: str, max_tokens: int) -> Iterator[str]:
-        """Stream the reply's text; every failure becomes a GeneratorError."""
+    def chat(self, system: str, user: str, max_tokens: int, response_format: dict | None = None) -> Iterator[str]:
+        """Stream the reply's text; every failure becomes a GeneratorError (`_Refused` when the
+        endpoint rejects `response_format` before answering)."""
+        import openai
+
         produced = ""
+        extra = {"response_format": response_format} if response_format else {}
         try:
             # `with` closes the connection when the caller stops early (a client that left).
             with self.client.chat.completions.create(
@@ -297,6 +353,7 @@ class LLMGenerator:
                 max_tokens=max_tokens,
                 temperature=0,
                 stream=True,
+                **extra,
             ) as stream:
                 for chunk in stream:
                     piece = (chunk.choices[0].delta.content or "") if chunk.choices else ""
@@ -309,19 +366,83 @@ class LLMGenerator:
                     yield piece
         except GeneratorError:
             raise
+        except openai.APIStatusError as exc:
+            # A refusal of the format itself: 400/422, or llama.cpp's 500 naming response_format.
+            refused = exc.status_code in (400, 422) or (exc.status_code >= 500 and "response_format" in str(exc))
+            if response_format and not produced and refused:
+                raise _Refused() from exc
+            raise self._errors(exc) from exc
         except Exception as exc:  # the openai client raises many types; each becomes one message
             raise self._errors(exc) from exc
         if not produced:
             where = self.settings.llm_base_url or "the OpenAI API"
             raise GeneratorError(f"the language model at {where} returned an empty or unreadable answer")
 
+    @property
+    def _endpoint(self) -> str:
+        return self.settings.llm_base_url or "the OpenAI API"
+
+    def _formats(self) -> list[str]:
+        """The response formats to try, in order: the one this endpoint accepted before, or all."""
+        if self._endpoint in _ACCEPTED_FORMAT:
+            known = _ACCEPTED_FORMAT[self._endpoint]
+            return [known] if known else []
+        return list(RESPONSE_FORMATS)
+
+    def _structured(self, system: str, user: str, max_tokens: int, schema: dict) -> Iterator[str] | None:
+        """The reply as a JSON text stream in the first response format the endpoint accepts
+        (remembered), or None when it accepts none (text mode then, unless RAG_LLM_OUTPUT=json)."""
+        if self.settings.llm_output == "text":
+            return None
+        for kind in self._formats():
+            stream = self.chat(system, user, max_tokens, RESPONSE_FORMATS[kind](schema))
+            try:
+                first = next(stream)
+            except _Refused:
+                continue
+            except StopIteration:
+                first = ""
+            _ACCEPTED_FORMAT[self._endpoint] = kind
+            return itertools.chain([first], stream)
+        if self.settings.llm_output == "json":
+            raise GeneratorError(f"the language model at {self._endpoint} accepts no structured output "
+                                 f"(RAG_LLM_OUTPUT=json); set RAG_LLM_OUTPUT=auto or text")
+        _ACCEPTED_FORMAT[self._endpoint] = None
+        return None
+
     def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
         user = prompts.ANSWER_USER.format(sources=format_sources(sources), question=question)
-        yield from self.chat(prompts.ANSWER_SYSTEM, user, self.settings.llm_max_tokens)
+        reply = self._structured(prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm_max_tokens,
+                                 answer_schema(len(sources)))
+        if reply is None:
+            yield from self.chat(prompts.ANSWER_SYSTEM, user, self.settings.llm_max_tokens)
+            return
+        buffer, shown, covered = "", 0, None
+        for piece in reply:
+            buffer += piece
+            if covered is None and (found := _COVERED.search(buffer)):
+                covered = found.group(1) == "true"
+                if not covered:
+                    yield prompts.NOT_COVERED_REPLY
+                    return
+            for sentence in _SENTENCE.finditer(buffer, shown):
+                shown = sentence.end()
+                text = json.loads(f'"{sentence.group(1)}"')
+                numbers = [int(n) for n in re.findall(r"\d+", sentence.group(2))]
+                if text.strip() and numbers:
+                    yield _with_markers(text, numbers)
 
     def condense(self, question: str, history: list[dict]) -> str:
         lines = "\n".join(f"{turn['role']}: {turn['content']}" for turn in history[-6:])
         user = prompts.CONDENSE_USER.format(history=lines, question=question)
+        reply = self._structured(prompts.CONDENSE_SYSTEM_JSON, user, 96, QUERY_SCHEMA)
+        if reply is not None:
+            try:
+                query = json.loads("".join(reply)).get("query", "")
+            except ValueError:
+                query = ""
+            if isinstance(query, str) and query.strip():
+                return query.strip()
         return "".join(self.chat(prompts.CONDENSE_SYSTEM, user, 64)).strip().strip('"')
 
 

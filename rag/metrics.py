@@ -118,8 +118,14 @@ def aggregate(records: list[dict]) -> dict:
         "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),
         "abstention_recall": _ratio(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
         "false_abstention": _ratio(sum(r["abstained"] for r in answerable), len(answerable)),
+        # With an LLM: the answers that are its own (no fallback) and kept every marker valid.
+        "llm_own_share": _ratio(
+            sum(r.get("generator") == "llm" and not r["fallback"] and not r["citations"].get("dangling")
+                for r in records if not r["abstained"]),
+            sum(not r["abstained"] for r in records))
+        if any(r.get("generator") == "llm" or r["fallback"] for r in records) else None,
     }
-    for stage in ("retrieve", "generate", "total"):
+    for stage in ("retrieve", "first_piece", "generate", "total"):
         values = [r["timings"].get(stage, 0.0) for r in records]
         figures[f"{stage}_ms_p50"] = median(values) if values else 0.0
         figures[f"{stage}_ms_p95"] = percentile(values, 0.95)

@@ -3,6 +3,7 @@ the LLM's own answer, no citation -> fallback, an echo of the rules -> fallback,
 declining -> abstention, abstention by evidence before any call, bad markers dropped, and the
 follow-up rewrite. The retrieval, the evidence and the checks are the real ones."""
 
+import json
 import re
 
 import pytest
@@ -21,8 +22,10 @@ OWN_ANSWER = ["MedMosaic is a medical audio question", "–answering dataset des
 
 
 def scripted(loaded_index, settings, *replies, **extra):
+    """An assistant whose LLM replies are scripted; free text unless `llm_output` says otherwise."""
     client = ScriptedLLM(*replies)
-    llm_settings = settings.model_copy(update={"generator": "llm", "llm_base_url": "http://127.0.0.1:9/v1", **extra})
+    llm_settings = settings.model_copy(update={"generator": "llm", "llm_base_url": "http://127.0.0.1:9/v1",
+                                               "llm_output": "text", **extra})
     return Assistant(loaded_index, llm_settings, LLMGenerator(llm_settings, client=client)), client
 
 
@@ -102,4 +105,21 @@ def test_a_follow_up_is_rewritten_by_the_llm_and_a_standalone_question_is_not(lo
     assistant, client = scripted(loaded_index, settings, OWN_ANSWER)
     answer = assistant.ask(MEDMOSAIC, history)  # names its own topic: no rewrite, one call
     assert answer.query == MEDMOSAIC and len(client.calls) == 1
+    assert [c.name for c in answer.citations] == ["MedMosaic"]
+
+
+def test_a_structured_answer_is_shown_sentence_by_sentence_with_checked_markers(loaded_index, settings):
+    reply = json.dumps({"covered": True, "sentences": [
+        {"text": "MedMosaic is a medical audio question-answering dataset.", "sources": [1]},
+        {"text": "It has 46,701 question-answer pairs.", "sources": [1, 4]}]})
+    assistant, client = scripted(loaded_index, settings, [reply[i:i + 9] for i in range(0, len(reply), 9)],
+                                 llm_output="json")
+    *pieces, answer = list(assistant.stream(MEDMOSAIC))
+    assert (answer.generator, answer.fallback, answer.abstained) == ("llm", False, False)
+    assert client.calls[0]["response_format"]["type"] == "json_schema"
+    schema = client.calls[0]["response_format"]["json_schema"]["schema"]
+    numbers = schema["properties"]["sentences"]["items"]["properties"]["sources"]["items"]["enum"]
+    assert numbers[0] == 1 and numbers == list(range(1, len(numbers) + 1)) and len(numbers) <= settings.answer_sources
+    assert len(pieces) == 2 and pieces[0].startswith("MedMosaic is a medical audio question-answering dataset [1].")
+    assert markers(answer.text) == [1, 1]  # [4]: not a source here, or not one that supports it: dropped
     assert [c.name for c in answer.citations] == ["MedMosaic"]
