@@ -12,6 +12,7 @@ RAG_LLM_BASE_URL / RAG_LLM_MODEL set.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import socket
@@ -33,25 +34,37 @@ def smollm2() -> Path:
     return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-split", type=int, default=40, help="questions kept of each split (spread evenly)")
-    args = parser.parse_args()
+@contextlib.contextmanager
+def smollm2_server(*extra: str):
+    """llama.cpp's OpenAI-compatible server with SmolLM2 on a free loopback port; yields its /v1 URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2()),
                                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                               "--model_alias", "smollm2"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                               "--model_alias", "smollm2", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while True:
             try:
                 if httpx.get(f"{url}/models", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the llama.cpp server did not start") from None
                 time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-split", type=int, default=40, help="questions kept of each split (spread evenly)")
+    args = parser.parse_args()
+    with smollm2_server() as url:
         with tempfile.TemporaryDirectory() as tmp:
             files = []
             for split in ("dev", "test"):
@@ -62,9 +75,6 @@ def main() -> int:
             env = {**os.environ, "RAG_LLM_BASE_URL": url, "RAG_LLM_MODEL": "smollm2", "RAG_LLM_TIMEOUT": "120"}
             return subprocess.run([sys.executable, "-m", "rag", "eval", "--generator", "llm", "--systems", "hybrid",
                                    *files, "--out", str(ROOT / "eval" / "reports-llm")], cwd=ROOT, env=env).returncode
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 if __name__ == "__main__":

