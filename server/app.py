@@ -5,7 +5,6 @@ background at start-up; routes call the library off the event loop."""
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from asgi_correlation_id import CorrelationIdMiddleware
 from fastapi import FastAPI
@@ -22,9 +21,6 @@ from .mcp_server import BearerKey, build_mcp
 from .metrics import Metrics
 from .middleware import LimitsAndLogging, configure_logging
 from .routes import answers, papers, service
-
-STATIC = Path(__file__).parent / "static"
-
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
@@ -76,5 +72,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (service.router, answers.router, papers.router):
         app.include_router(router)
     app.mount("/mcp", BearerKey(mcp_transport, settings.api_key))
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/static", StaticFiles(directory=service.STATIC), name="static")
     return app

@@ -11,6 +11,7 @@ import json
 import re
 import time
 import uuid
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -79,7 +80,7 @@ class ChatCompletionRequest(BaseModel):
         """The request ends with an assistant message: a client asking to continue an answer."""
         return self.messages[-1].role == "assistant"
 
-    @property
+    @cached_property
     def task(self) -> list[tuple[str, str]] | None:
         """The keys of the JSON reply a background request asks for (see `task_keys`), else None."""
         return None if self.continues else task_keys(self.messages[-1].text())

@@ -142,6 +142,18 @@ def index_env(index_dir: Path, **extra) -> dict:
     return {"RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS), **extra}
 
 
+API_KEY = "s3cret"
+
+
+@pytest.fixture(scope="session")
+def keyed_server(index_dir, tmp_path_factory):
+    """The service with an API key (and CORS for one origin), for the tests of what the key guards."""
+    running = Server(index_env(index_dir, RAG_API_KEY=API_KEY, RAG_CORS_ORIGINS='["http://ui.example"]'),
+                     tmp_path_factory.mktemp("keyed") / "server.log")
+    yield running
+    running.stop()
+
+
 @pytest.fixture(scope="session")
 def server(index_dir, tmp_path_factory):
     running = Server(index_env(index_dir), tmp_path_factory.mktemp("logs") / "server.log")

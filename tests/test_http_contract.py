@@ -174,14 +174,6 @@ def test_a_service_still_loading_is_alive_but_not_ready(tmp_path):
         empty.stop()
 
 
-@pytest.fixture(scope="module")
-def keyed_server(index_dir, tmp_path_factory):
-    running = Server(index_env(index_dir, RAG_API_KEY="s3cret", RAG_CORS_ORIGINS='["http://ui.example"]'),
-                     tmp_path_factory.mktemp("keyed") / "server.log")
-    yield running
-    running.stop()
-
-
 def test_with_an_api_key_every_route_but_the_probes_needs_it(keyed_server):
     url = keyed_server.url
     for probe in ("/health", "/livez", "/readyz"):

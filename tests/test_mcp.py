@@ -15,17 +15,7 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import ROOT, Server, index_env
-
-KEY = "mcp-key"
-
-
-@pytest.fixture(scope="module")
-def keyed_server(index_dir, tmp_path_factory):
-    running = Server(index_env(index_dir, RAG_API_KEY=KEY), tmp_path_factory.mktemp("mcp") / "server.log")
-    yield running
-    running.stop()
-
+from .conftest import API_KEY, ROOT, index_env
 
 def run_in_thread(main) -> None:
     """asyncio.run in a thread of its own: another test's library may have left an event loop
@@ -92,7 +82,7 @@ def test_mcp_over_streamable_http_behind_the_api_key(keyed_server):
     url = f"{keyed_server.url}/mcp/"
 
     async def run():
-        headers = {"Authorization": f"Bearer {KEY}"}
+        headers = {"Authorization": f"Bearer {API_KEY}"}
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:

@@ -12,7 +12,7 @@ from ..errors import errors
 from ..keeper import AssistantKeeper
 from ..schemas import Health, Liveness
 
-STATIC = Path(__file__).resolve().parent.parent / "static"
+STATIC = Path(__file__).resolve().parent.parent / "static"  # the page; app.py serves the folder at /static
 
 router = APIRouter()
 
