@@ -40,7 +40,7 @@ def examples(settings: Settings):
     for q in dev + leave_one_out(dev):
         assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
         retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
-        for hit, evidence in zip(retrieval.hits, assistant.assess(retrieval)):
+        for hit, evidence in zip(retrieval.hits, assistant.assess(retrieval, q["question"])):
             rows.append({"question": q["id"].removesuffix("-loo"), "answerable": bool(q["gold"]), "loo": bool(q.get("exclude")),
                          "written_off_corpus": q["type"] == "unanswerable" and not q.get("exclude"), "multilingual": retrieval.multilingual,
                          "named": evidence.named, "gold": hit.paper.paper_id in q["gold"],

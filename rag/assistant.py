@@ -19,7 +19,7 @@ from .citations import Citation, CitationTracker, content_words, lexical_support
 from .config import EvidenceWeights, Settings
 from .corpus import mentions
 from .embedding import is_cjk
-from .evidence import Evidence, EvidenceModel
+from .evidence import Evidence, EvidenceModel, name_like
 from .errors import GeneratorError, QueryError
 from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
 from .index import LoadedIndex
@@ -77,7 +77,8 @@ class Assistant:
     def condense(self, question: str, history: list[dict], k: int | None = None) -> tuple[str, Retrieval | None]:
         """The standalone query to search, and the retrieval of the question alone (None with no history).
 
-        In a conversation a question stands alone when it names a paper, or when its own best
+        In a conversation a question stands alone when it names a paper or something the
+        conversation never mentioned (a name-like word: AgentNoiseBench, RAI), or when its own best
         sentence fits it clearly better than the papers the last answer named do: it has a topic
         of its own, whatever pronouns it uses ("这篇关于医学音频的论文…", "What is X?"). With no
         named paper to compare with, a question that points back ("it", "this method", 这篇,
@@ -90,7 +91,7 @@ class Assistant:
         alone = self.retriever.search(question, k or self.settings.k)
         last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
         discussed = [p for p in self.retriever.papers.values() if mentions(last_answer, p.name)]
-        if self.stands_alone(question, alone, discussed):
+        if self.stands_alone(question, alone, discussed, " ".join(t.get("content") or "" for t in history)):
             return question, alone
         rewrite = getattr(self.generator, "condense", None)  # a generator that can rewrite follow-ups (an LLM)
         if rewrite is not None:
@@ -102,8 +103,13 @@ class Assistant:
                 pass
         return " ".join([question, users[-1], *(p.name for p in discussed[:3])]), alone
 
-    def stands_alone(self, question: str, alone: Retrieval, discussed: list) -> bool:
+    def stands_alone(self, question: str, alone: Retrieval, discussed: list, conversation: str) -> bool:
         if any(mentions(question, p.name) for p in self.retriever.papers.values()):
+            return True
+        # A name the conversation never used ("What is AgentNoiseBench?" after talk of RoPE) is a
+        # topic of the question's own, known to the corpus or not.
+        context = " ".join([conversation, *(p.text for p in discussed)]).lower()
+        if any(word.lower() not in context for word in name_like(question)):
             return True
         if discussed:
             own = max(alone.hits[0].sentence_scores.values(), default=0.0) if alone.hits else 0.0
@@ -118,16 +124,18 @@ class Assistant:
 
     # -- evidence -----------------------------------------------------------------------------
 
-    def assess(self, retrieval: Retrieval) -> list[Evidence]:
-        """Evidence for the papers an answer may use (the first `answer_sources` hits)."""
-        return self.evidence.assess(retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual)
+    def assess(self, retrieval: Retrieval, asked: str) -> list[Evidence]:
+        """Evidence for the papers an answer may use (the first `answer_sources` hits); `asked`: the
+        user's own question, whose named papers count as named (not those a follow-up borrowed)."""
+        return self.evidence.assess(retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual,
+                                    asked)
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
         return self.evidence.weights(retrieval.multilingual)
 
-    def sources(self, retrieval: Retrieval) -> list[Hit]:
+    def sources(self, retrieval: Retrieval, asked: str) -> list[Hit]:
         """The papers that answer: likely enough, and close to the best one. Empty: abstain."""
-        evidence = self.assess(retrieval)
+        evidence = self.assess(retrieval, asked)
         best = max((e.probability for e in evidence), default=0.0)
         if best < self.weights(retrieval).answer_above:
             return []
@@ -182,7 +190,7 @@ class Assistant:
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
 
         mark = time.perf_counter()
-        sources = self.sources(retrieval)
+        sources = self.sources(retrieval, question)
         extract_for = query  # what the extractive generator picks sentences for
         if alone is not None and retrieval is not alone:
             # A follow-up: its papers come from the conversation, its sentences from the question.

@@ -127,8 +127,10 @@ class EvidenceModel:
     def weights(self, multilingual: bool):
         return self.settings.multilingual if multilingual else self.settings.english
 
-    def assess(self, question: str, hits: list, multilingual: bool = False) -> list[Evidence]:
-        """Evidence for each hit (a `retrieval.Hit`), in the hits' order."""
+    def assess(self, question: str, hits: list, multilingual: bool = False, asked: str | None = None) -> list[Evidence]:
+        """Evidence for each hit (a `retrieval.Hit`), in the hits' order. `question`: what was
+        searched; `asked`: the user's own words when a follow-up was rewritten (default: `question`):
+        only a paper named there is taken as the subject whatever the scores."""
         w = self.weights(multilingual)
         question_stems = stems(question)
         unknown = any(not self.vocabulary.knows(word) for word in name_like(question))
@@ -136,7 +138,7 @@ class EvidenceModel:
         for i, hit in enumerate(hits):
             others = max((h.dense_score for j, h in enumerate(hits) if j != i), default=0.0)
             sentence = max(hit.sentence_scores.values(), default=0.0)
-            named = mentions(question, hit.paper.name)
+            named = mentions(asked or question, hit.paper.name)
             coverage = self.vocabulary.coverage(question_stems, hit.paper.paper_id)
             logit = (w.bias + w.dense * hit.dense_score + w.sentence * sentence + w.coverage * coverage
                      + w.margin * (hit.dense_score - others) + w.unknown_name * unknown)

@@ -124,6 +124,21 @@ def test_a_question_with_its_own_topic_is_not_merged_with_the_conversation(assis
     assert [c.name for c in answer.citations] == [paper]
 
 
+def test_a_name_the_corpus_lacks_is_not_answered_with_the_paper_under_discussion(assistant, loaded_index):
+    """AgentNoiseBench hidden: after talk of Spiral RoPE, "What is AgentNoiseBench?" names a topic
+    of its own that no abstract covers; borrowing Spiral RoPE from the conversation was wrong."""
+    from rag.assistant import Assistant
+
+    hidden = next(p.paper_id for p in loaded_index.corpus.papers if p.name == "AgentNoiseBench")
+    without = Assistant(loaded_index, assistant.settings, assistant.generator, exclude=[hidden])
+    answer = without.ask("What is AgentNoiseBench?", ROPE_CHAT)
+    assert answer.query == "What is AgentNoiseBench?"
+    assert answer.abstained and answer.citations == []
+    # A name the conversation used stays a follow-up: "RoPE" is in the question before.
+    follow_up = without.ask("Does RoPE here work for video too?", ROPE_CHAT)
+    assert follow_up.query != "Does RoPE here work for video too?"
+
+
 def test_no_answerable_question_abstains(assistant):
     from .test_retrieval import QUESTIONS
 
