@@ -36,8 +36,11 @@ class Generator(Protocol):
 # -- extractive -----------------------------------------------------------------------------
 
 _WHICH = re.compile(r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I)
-# "Which papers...?", "Are there works on...?", 哪些: every paper that answers is cited.
-_SEVERAL = re.compile(r"\b(papers|works|studies)\b|哪些", re.I)
+# "Which papers...?", "Are there other works on...?", 哪些论文: every paper that answers is cited.
+# Not the verbs ("which paper studies X", "why it works") nor 哪些 of other things (哪些任务: tasks).
+_SEVERAL = re.compile(
+    r"\bpapers\b|\b(?:which|what|any|other|several|there)\s+(?:(?!paper\b|method\b|model\b)\w+\s+){0,2}?(?:works|studies)\b"
+    r"|哪些[^，。？?]{0,6}?(?:论文|文章|工作|研究)", re.I)
 _HOW_MUCH = re.compile(r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b", re.I)
 _NUMBER = re.compile(r"\d")
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.

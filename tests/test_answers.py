@@ -101,6 +101,20 @@ def test_one_fact_answers_lead_with_the_fact(assistant):
         assert fact in first, (question, first)
 
 
+@pytest.mark.parametrize("question, several", [
+    ("Which papers analyze the Muon optimizer?", True),
+    ("Are there any studies of hyperbolic embeddings?", True),
+    ("哪些论文研究了音频？", True),
+    ("Which paper studies fair placement of transit stops?", False),  # "studies" the verb
+    ("Why does it work so poorly? Which method works best?", False),
+    ("它在哪些任务上验证了效果？", False),  # 哪些任务: which tasks, of one paper
+])
+def test_a_question_asks_for_several_papers_only_when_it_says_papers(question, several):
+    from rag.generation import asks_for_several
+
+    assert asks_for_several(question) is several
+
+
 def test_which_papers_questions_cite_every_paper_that_answers(assistant):
     answer = assistant.ask("Which papers analyze the Muon optimizer?")
     cited = [c.text for c in answer.citations]
