@@ -24,9 +24,10 @@ from sklearn.model_selection import GroupKFold
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rag.assistant import Assistant  # noqa: E402
-from rag.config import Settings  # noqa: E402
+from rag.config import Settings, SeveralWeights  # noqa: E402
 from rag.evaluation import SPLITS, leave_one_out, load_questions  # noqa: E402
-from rag.evidence import FEATURES  # noqa: E402
+from rag.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E402
+from rag.generation import asks_for_several  # noqa: E402
 from rag.index import load_index  # noqa: E402
 
 FALSE_ABSTENTION = 0.03  # the issue's ceiling on abstaining on an answerable question
@@ -40,11 +41,14 @@ def examples(settings: Settings):
     for q in dev + leave_one_out(dev):
         assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
         retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
-        for hit, evidence in zip(retrieval.hits, assistant.assess(retrieval, q["question"])):
+        assessed = assistant.assess(retrieval, q["question"])
+        several = asks_for_several(retrieval.query) and bool(q["gold"]) and not q.get("exclude")
+        for hit, evidence, sx in zip(retrieval.hits, assessed, several_features(assessed)):
             rows.append({"question": q["id"].removesuffix("-loo"), "answerable": bool(q["gold"]), "loo": bool(q.get("exclude")),
                          "written_off_corpus": q["type"] == "unanswerable" and not q.get("exclude"), "multilingual": retrieval.multilingual,
                          "named": evidence.named, "gold": hit.paper.paper_id in q["gold"],
-                         "x": evidence.features()})
+                         "x": evidence.features(), "probability": evidence.probability,
+                         "several": several, "sx": sx, "gold_count": len(q["gold"])})
     return rows
 
 
@@ -66,9 +70,9 @@ class RawLogistic:
         return 1 / (1 + np.exp(-(X @ self.coef + self.intercept)))
 
 
-def fit(rows: list[dict], label: str, strength: float) -> tuple[RawLogistic, np.ndarray]:
+def fit(rows: list[dict], label: str, strength: float, features: str = "x") -> tuple[RawLogistic, np.ndarray]:
     """The model (`strength`: inverse regularisation) and its cross-validated predictions."""
-    X = np.array([r["x"] for r in rows])
+    X = np.array([r[features] for r in rows])
     y = np.array([r["gold"] for r in rows], dtype=int)
     groups = np.array([r["question"] for r in rows])
     predicted = np.zeros(len(rows))
@@ -105,6 +109,18 @@ def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
           f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), leave-one-out {share(loo):.3f} ({len(loo)})")
 
 
+def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -> None:
+    """Cross-validated citation precision and recall of the papers `several` would cite
+    (the best paper always is), as `rag eval` counts them on several-papers questions."""
+    cited = [p >= cite_above or r["best"] for r, p in zip(rows, predicted)]
+    right = sum(c and r["gold"] for r, c in zip(rows, cited))
+    questions = {r["question"]: r["gold_count"] for r in rows}
+    found = {q: sum(c and r["gold"] for r, c in zip(rows, cited) if r["question"] == q) for q in questions}
+    recall = np.mean([found[q] / questions[q] for q in questions])
+    print(f"  cross-validated, cite_above {cite_above}: citation precision {right / max(1, sum(cited)):.3f}, "
+          f"recall {recall:.3f} ({len(questions)} questions)")
+
+
 def main() -> None:
     rows = examples(Settings(generator="extractive"))
     print("EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):")
@@ -115,6 +131,16 @@ def main() -> None:
         report(subset, predicted, threshold)
         weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef))
         print(f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f})")
+    several = [r for r in rows if r["several"] and not r["multilingual"]]
+    for question in {r["question"] for r in several}:  # the paper the evidence model likes best is always cited
+        own = [r for r in several if r["question"] == question]
+        best = max(own, key=lambda r: r["probability"])
+        for r in own:
+            r["best"] = r is best
+    model, predicted = fit(several, "several papers", strength=1.0, features="sx")
+    report_several(several, predicted, SeveralWeights.model_fields["cite_above"].default)
+    weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(SEVERAL_FEATURES, model.coef))
+    print(f"  several = SeveralWeights(bias={model.intercept:.2f}, {weights})")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,21 @@ class EvidenceWeights(BaseModel):
     )
 
 
+class SeveralWeights(BaseModel):
+    """For "Which papers...?": P(a retrieved paper belongs in the answer) = sigmoid(bias + sum of
+    weight x feature) (rag/evidence.py). Being about the topic is judged against the best retrieved
+    paper: a paper's gaps to the best one's scores count as well as the scores themselves."""
+
+    bias: float = Field(description="Log-odds with no evidence at all.")
+    dense: float = Field(description="Per unit of the best question-chunk cosine.")
+    sentence: float = Field(description="Per unit of the best question-sentence cosine.")
+    coverage: float = Field(description="Per unit of IDF-weighted question words the paper contains.")
+    dense_gap: float = Field(description="Per unit of dense cosine above (0) or below (< 0) the best paper's.")
+    sentence_gap: float = Field(description="The same for the sentence cosine.")
+    coverage_gap: float = Field(description="The same for the coverage.")
+    cite_above: float = Field(0.5, gt=0, lt=1, description="A paper is cited when it more likely belongs than not.")
+
+
 class EvidenceSettings(BaseModel):
     """Weights fitted by `python eval/calibrate.py` on the dev split and its leave-one-out
     variants, never on test. Env: RAG_EVIDENCE__SEVERAL_CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
@@ -46,11 +61,17 @@ class EvidenceSettings(BaseModel):
         "few dev questions teach it, so its probabilities are less confident and its floor lower.",
     )
 
+    several: SeveralWeights = Field(
+        SeveralWeights(bias=-0.94, dense=1.69, sentence=0.39, coverage=5.88, dense_gap=5.53, sentence_gap=12.57,
+                       coverage_gap=-0.89),
+        description="Which papers an English 'Which papers...?' question cites (fitted on dev's several-papers questions).",
+    )
     several_cite_share: float = Field(
-        0.2, gt=0, le=1, description="cite_share for a question that asks for several papers ('Which papers...?', 哪些).",
+        0.2, gt=0, le=1, description="cite_share for a question in another script that asks for several papers (哪些论文): "
+        "too few such dev questions to fit `several` for multilingual-e5.",
     )
 
-    @field_validator("english", "multilingual", mode="before")
+    @field_validator("english", "multilingual", "several", mode="before")
     @classmethod
     def _over_defaults(cls, value, info: ValidationInfo):
         """RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=0.2 changes one number and keeps the others."""

@@ -119,10 +119,27 @@ def _sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-max(-30.0, min(30.0, x))))
 
 
+def several_features(evidence: list[Evidence]) -> list[list[float]]:
+    """Per paper, in the order of `SEVERAL_FEATURES`: its scores and their gaps to the best of the list."""
+    best = [max((getattr(e, name) for e in evidence), default=0.0) for name in ("dense", "sentence", "coverage")]
+    return [[e.dense, e.sentence, e.coverage, e.dense - best[0], e.sentence - best[1], e.coverage - best[2]]
+            for e in evidence]
+
+
+SEVERAL_FEATURES = ("dense", "sentence", "coverage", "dense_gap", "sentence_gap", "coverage_gap")
+
+
 class EvidenceModel:
     def __init__(self, vocabulary: Vocabulary, settings: EvidenceSettings):
         self.vocabulary = vocabulary
         self.settings = settings
+
+    def belongs(self, evidence: list[Evidence]) -> list[float]:
+        """For a question asking for several papers: P(each paper belongs in the answer)."""
+        w = self.settings.several
+        weights = [getattr(w, name) for name in SEVERAL_FEATURES]
+        return [1.0 if e.named else _sigmoid(w.bias + sum(a * b for a, b in zip(weights, x)))
+                for e, x in zip(evidence, several_features(evidence))]
 
     def weights(self, multilingual: bool):
         return self.settings.multilingual if multilingual else self.settings.english

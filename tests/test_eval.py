@@ -125,7 +125,7 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
 
 
 def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_dir):
-    from rag.config import EvidenceWeights
+    from rag.config import EvidenceWeights, SeveralWeights
 
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
     out = subprocess.run([sys.executable, "eval/calibrate.py"], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -136,3 +136,7 @@ def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_di
         fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
         EvidenceWeights(**{k: float(v) for k, v in fields.items()}, cite_share=0.5, standalone_margin=0.1)  # valid settings
     assert "cross-validated, answer_above" in out.stdout and "leave-one-out" in out.stdout
+    line = next(l for l in out.stdout.splitlines() if l.strip().startswith("several = SeveralWeights("))
+    fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
+    SeveralWeights(**{k: float(v) for k, v in fields.items()})
+    assert "cross-validated, cite_above 0.5: citation precision" in out.stdout
