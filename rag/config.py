@@ -20,6 +20,8 @@ class EvidenceWeights(BaseModel):
     coverage: float = Field(ge=0, description="Per unit of IDF-weighted question words the paper contains.")
     margin: float = Field(ge=0, description="Per unit of dense lead over the best other retrieved paper.")
     unknown_name: float = Field(le=0, description="When the question names something no abstract contains.")
+    elsewhere: float = Field(0.0, le=0, description="Per unit of IDF-weighted question words this paper lacks and "
+                             "another abstract contains.")
     answer_above: float = Field(
         ge=0, le=1, description="Abstain unless some paper reaches this (false abstention <= 3 % on dev, cross-validated)."
     )
@@ -52,8 +54,8 @@ class EvidenceSettings(BaseModel):
     variants, never on test. Env: RAG_EVIDENCE__SEVERAL_CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
 
     english: EvidenceWeights = EvidenceWeights(
-        bias=-8.51, dense=4.01, sentence=6.08, coverage=8.30, margin=7.46, unknown_name=-4.11,
-        answer_above=0.07, cite_share=0.7, standalone_margin=0.25)
+        bias=-6.29, dense=4.28, sentence=5.47, coverage=6.84, margin=6.45, unknown_name=-4.56, elsewhere=-3.17,
+        answer_above=0.11, cite_share=0.7, standalone_margin=0.25)
     multilingual: EvidenceWeights = Field(
         EvidenceWeights(bias=-52.01, dense=40.39, sentence=19.35, coverage=2.35, margin=116.30, unknown_name=-2.43,
                         answer_above=0.14, cite_share=0.5, standalone_margin=0.025),

@@ -11,7 +11,9 @@ own (its own best paper is likely enough). The evidence for one paper:
 - `margin`: how far the paper's dense cosine leads the best other retrieved paper's: an answer
   stands out, an adjacent topic does not;
 - `unknown_name`: the question names something (an acronym, a capitalised or digit-bearing
-  word) that no abstract contains: the corpus cannot be about it.
+  word) that no abstract contains: the corpus cannot be about it;
+- `elsewhere`: the IDF-weighted share of the question's content words that this paper lacks
+  and other abstracts contain: the question asks about something the corpus has, but not here.
 
 Their logistic weights live in `Settings.evidence` and were fitted on the dev questions and
 their leave-one-out variants (eval/calibrate.py); the test split never chose them. Questions in
@@ -62,15 +64,16 @@ class Evidence:
     coverage: float
     margin: float
     unknown_name: bool
+    elsewhere: float
     named: bool  # the question names this paper: it is about it, whatever the scores say
     probability: float
 
     def features(self) -> list[float]:
         """In the order of `FEATURES` (what eval/calibrate.py fits)."""
-        return [self.dense, self.sentence, self.coverage, self.margin, float(self.unknown_name)]
+        return [self.dense, self.sentence, self.coverage, self.margin, float(self.unknown_name), self.elsewhere]
 
 
-FEATURES = ("dense", "sentence", "coverage", "margin", "unknown_name")
+FEATURES = ("dense", "sentence", "coverage", "margin", "unknown_name", "elsewhere")
 
 
 class Vocabulary:
@@ -104,6 +107,12 @@ class Vocabulary:
             return 0.0
         own = self.paper_stems.get(paper_id, set())
         return sum(self.weight(s) for s in question_stems & own) / total
+
+    def elsewhere(self, question_stems: set[str], paper_id: str) -> float:
+        """The IDF-weighted share of the question's stems that the paper lacks and another contains."""
+        total = sum(map(self.weight, question_stems))
+        own = self.paper_stems.get(paper_id, set())
+        return sum(self.idf[s] for s in question_stems - own if s in self.idf) / total if total else 0.0
 
     def knows(self, word: str) -> bool:
         """"LLM-generated" is known when "LLM" is, "PDEs" when "PDE" is, and a name of four
@@ -157,9 +166,10 @@ class EvidenceModel:
             sentence = max(hit.sentence_scores.values(), default=0.0)
             named = mentions(asked or question, hit.paper.name)
             coverage = self.vocabulary.coverage(question_stems, hit.paper.paper_id)
+            elsewhere = self.vocabulary.elsewhere(question_stems, hit.paper.paper_id)
             logit = (w.bias + w.dense * hit.dense_score + w.sentence * sentence + w.coverage * coverage
-                     + w.margin * (hit.dense_score - others) + w.unknown_name * unknown)
+                     + w.margin * (hit.dense_score - others) + w.unknown_name * unknown + w.elsewhere * elsewhere)
             probability = 1.0 if named else _sigmoid(logit)
             out.append(Evidence(hit.paper.paper_id, hit.dense_score, sentence, coverage, hit.dense_score - others,
-                                unknown, named, probability))
+                                unknown, elsewhere, named, probability))
         return out
