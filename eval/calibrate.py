@@ -7,7 +7,9 @@ for questions in other scripts (the same features, multilingual-e5 cosines), fit
 standardised features and checked by 10-fold cross-validation grouped by question. The
 multilingual set is small and its cosines vary little, so its probabilities are less confident.
 `answer_above` is the cross-validated probability under which 3 % of the answerable dev
-questions would be refused. Prints the settings to put in rag/config.py.
+questions would be refused. A third regression, on the dev questions that ask for several
+papers, says which retrieved papers belong in their answer (`SeveralWeights`, cited above 0.5).
+Prints the settings to put in rag/config.py.
 
     .venv/bin/python eval/calibrate.py
 """

@@ -139,11 +139,11 @@ class Assistant:
         best = max((e.probability for e in evidence), default=0.0)
         if best < self.weights(retrieval).answer_above:
             return []
-        if asks_for_several(retrieval.query) and not retrieval.multilingual:
+        several = asks_for_several(retrieval.query)
+        if several and not retrieval.multilingual:
             cite_above = self.settings.evidence.several.cite_above
             return [hit for hit, e, p in zip(retrieval.hits, evidence, self.evidence.belongs(evidence))
                     if p >= cite_above or e.probability == best]
-        several = asks_for_several(retrieval.query)
         share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
         return [hit for hit, e in zip(retrieval.hits, evidence) if e.probability >= share * best]
 
