@@ -143,8 +143,10 @@ class Retriever:
 
     def sentence_fit(self, retrieval: Retrieval, paper_ids: list[str]) -> float:
         """The best cosine between the retrieval's query and a sentence of the given papers, retrieved or not."""
-        rows = self.index.sentences_of([pid for pid in paper_ids if pid in self.papers]).values()
-        return max((float(_cosines(r, retrieval.vector, retrieval.multilingual).max(initial=0.0)) for r in rows), default=0.0)
+        known = self.index.sentences_of([pid for pid in paper_ids if pid in self.papers])
+        # A paper not retrievable here, or with no sentence, counts 0.0 (a best cosine may be lower).
+        return max((float(_cosines(known[pid], retrieval.vector, retrieval.multilingual).max())
+                    if pid in known and known[pid].texts else 0.0 for pid in paper_ids), default=0.0)
 
 
 def _cosines(rows: SentenceRows, vector: np.ndarray, multilingual: bool) -> np.ndarray:
