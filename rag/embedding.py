@@ -199,14 +199,19 @@ def document_embedder(onnx_path: Path, name: str, fallback, threads: int | None 
     about 1.7x sentence-transformers' speed here: bench/scale.py), or `fallback` when there is
     no export or no onnxruntime."""
     if onnx_path.is_file():
-        # One session per file (builds hard-link the same export) and thread count: an add in a
-        # running service must not load the model again each time.
-        stat = onnx_path.stat()
-        key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, threads)
+        # One session per export (by content: every build exports the same bytes, and an add
+        # in a running service must not load the model again) and thread count; the last two
+        # only, so that a process making many builds does not keep a model per build.
+        import hashlib
+
+        with open(onnx_path, "rb") as handle:
+            key = (hashlib.file_digest(handle, "sha256").hexdigest(), threads)
         try:
             if key not in _DOCUMENT_ENCODERS:
                 _DOCUMENT_ENCODERS[key] = onnx_query_embedder(onnx_path, resolve_model_path(name),
                                                               threads=threads or os.cpu_count() or 1)
+                while len(_DOCUMENT_ENCODERS) > 2:
+                    _DOCUMENT_ENCODERS.pop(next(iter(_DOCUMENT_ENCODERS)))
             return _DOCUMENT_ENCODERS[key]
         except ImportError:
             pass
