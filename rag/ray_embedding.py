@@ -95,6 +95,9 @@ class RayEmbedding:
             return out
         except ConnectionError as exc:
             raise RagError(f"cannot reach the Ray cluster at {self.address}: {exc}") from exc
+        except ray.exceptions.AuthenticationError as exc:
+            raise RagError(f"the Ray cluster at {self.address} asks for its token: set RAY_AUTH_TOKEN (or "
+                           f"RAY_AUTH_TOKEN_PATH) as on its nodes") from exc
         finally:
             if started_here:
                 ray.shutdown()
