@@ -39,6 +39,7 @@ bench: $(VENV)/.installed-test index
 	$(BIN)/python bench/profile_service.py --index-dir index
 	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)
 	$(BIN)/python bench/reliability.py
+	$(BIN)/python bench/scale.py
 
 # The evaluation with an LLM answering (llama.cpp + SmolLM2-135M, a subset of dev and test).
 eval-llm: $(VENV)/.installed-test index

@@ -145,7 +145,7 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
 
 def bench_latency(settings, served: Served, rounds: int) -> dict:
     from rag.assistant import Assistant
-    from rag.index import load_index
+    from rag.store import load_index
 
     assistant = Assistant(load_index(settings), settings)
     queries = (QUERIES * (rounds // len(QUERIES) + 1))[:rounds]

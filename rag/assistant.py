@@ -22,7 +22,7 @@ from .embedding import is_cjk
 from .evidence import Evidence, EvidenceModel, name_like
 from .errors import GeneratorError, QueryError
 from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
-from .index import LoadedIndex
+from .index import SearchIndex
 from .retrieval import Hit, Retrieval, Retriever
 
 _FOLLOW_UP = re.compile(
@@ -59,7 +59,7 @@ class Answer:
 
 
 class Assistant:
-    def __init__(self, index: LoadedIndex, settings: Settings, generator: Generator | None = None,
+    def __init__(self, index: SearchIndex, settings: Settings, generator: Generator | None = None,
                  exclude: Collection[str] = (), observer: Callable[[Answer], None] | None = None):
         """`exclude`: paper ids to act as if absent (leave-one-out calibration); `observer`: called
         with every final Answer (the service counts outcomes for /metrics)."""
@@ -67,7 +67,7 @@ class Assistant:
         self.settings = settings
         self.observer = observer
         self.retriever = Retriever(index, settings, exclude)
-        texts = [s.text for s in index.sentences]
+        texts = index.sentence_texts()
         self.generator = generator or make_generator(settings, texts)
         self.extractive = self.generator if isinstance(self.generator, ExtractiveGenerator) else ExtractiveGenerator(texts, settings.extractive)
         self.evidence = EvidenceModel(self.retriever.vocabulary, settings.evidence)
@@ -113,7 +113,7 @@ class Assistant:
             return True
         if discussed:
             own = max(alone.hits[0].sentence_scores.values(), default=0.0) if alone.hits else 0.0
-            fit = max(self.retriever.sentence_fit(alone, p.paper_id) for p in discussed)
+            fit = self.retriever.sentence_fit(alone, [p.paper_id for p in discussed])
             return own - fit >= self.weights(alone).standalone_margin
         points_back = bool(_FOLLOW_UP.search(question)) or (not is_cjk(question) and len(content_words(question)) <= 3)
         return not points_back
@@ -162,20 +162,20 @@ class Assistant:
         lexical = lexical_support(sentence, hit.paper.text)
         if lexical >= self.settings.support_threshold and not is_cjk(sentence):
             return lexical, best_lexical
-        rows = self.retriever.sentence_rows.get(hit.paper.paper_id, [])
-        if not rows:
+        rows = hit.sentences
+        if not rows.texts:
             return lexical, best_lexical
         if is_cjk(sentence) and self.index.multilingual_embedder is not None:
             vector = self.index.multilingual_embedder.get_query_embedding(sentence)
-            matrix = self.index.multilingual_sentence_vectors
+            matrix = rows.multilingual
             threshold_shift = self.settings.multilingual_support_threshold - self.settings.support_threshold
         else:
             vector = self.index.embedder.get_query_embedding(sentence)
-            matrix = self.index.sentence_vectors
+            matrix = rows.vectors
             threshold_shift = 0.0
-        scores = matrix[rows] @ np.asarray(vector, dtype=np.float32)
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
         best = int(np.argmax(scores))
-        return max(lexical, float(scores[best]) - threshold_shift), self.index.sentences[rows[best]].text
+        return max(lexical, float(scores[best]) - threshold_shift), rows.texts[best]
 
     # -- answers ------------------------------------------------------------------------------
 

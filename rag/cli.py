@@ -49,30 +49,36 @@ _port = _bounded("port", 1, 65535)
 
 
 def cmd_index(args, settings: Settings) -> int:
-    from .index import index_seeds
+    from .store import index_seeds
 
-    report = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed)
+    remote = None
+    if args.ray is not None:
+        from .ray_embedding import RayEmbedding
+
+        remote = RayEmbedding(address=args.ray or None, workers=args.ray_workers)
+    report = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed, remote=remote)
+    if remote is not None and remote.done:
+        print(remote.done)
     if report.build is None:
         print(f"index is up to date: {report.papers} papers ({settings.index_dir})")
         return 0
-    manifest = json.loads((report.build / "manifest.json").read_text())
     if report.caught_up:
         print(f"caught up: {report.added} papers added, {report.removed} removed, {report.papers} in all, "
               f"in {report.seconds:.1f} s -> {report.build}")
         return 0
     if args.if_needed:
         print(f"built the index: {report.reason}")
-    print(f"indexed {manifest['papers']} papers, {manifest['chunks']} chunks "
+    print(f"indexed {report.papers} papers, {report.chunks} chunks "
           f"in {report.seconds:.1f} s -> {report.build}")
     return 0
 
 
 def _open_index(settings: Settings):
     """The last good build, with a note on stderr when the seed folder has moved on since."""
-    from .index import open_index, seeds_changed
+    from .store import open_index, seeds_changed
 
     loaded = open_index(settings)
-    if seeds_changed(settings, loaded.manifest):
+    if seeds_changed(settings, loaded):
         print("rag: note: the seed folder changed since this index was built; answering from it as it is. "
               "Run `rag index --if-needed` to catch up.", file=sys.stderr)
     return loaded
@@ -126,7 +132,7 @@ def cmd_ask(args, settings: Settings) -> int:
 
 def cmd_add(args, settings: Settings) -> int:
     from .corpus import read_seed_file
-    from .index import add_seed_texts
+    from .store import add_seed_texts
 
     items = []
     for path in args.files:
@@ -231,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--if-needed", action="store_true", help="only what changed in the seed folder; everything when the index is missing, damaged or built "
                        "with another model or chunking")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    index.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                       help="embed on Ray Data: the cluster at ADDRESS (host:port), or a local Ray without one")
+    index.add_argument("--ray-workers", type=_bounded("ray workers", 1, 1024), default=None, metavar="N",
+                       help="embedding actors (default: half the cluster's CPUs)")
     index.set_defaults(run=cmd_index)
 
     search = sub.add_parser("search", parents=[where], help="the papers that best match a query")

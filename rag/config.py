@@ -125,6 +125,20 @@ class Settings(BaseSettings):
     chunk_size: int = Field(200, ge=32, le=256, description="Chunk size in word pieces.")
     chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
 
+    vector_store: Literal["faiss", "milvus"] = Field(
+        "faiss", description="faiss: the index in files under index_dir (one machine); milvus: in Milvus at milvus_uri, "
+        "shared by service replicas that hold no index files.")
+    milvus_uri: str | None = Field(
+        None, description="A file path (Milvus Lite inside this process) or http://host:port (milvus-lite server, "
+        "Milvus Standalone or Distributed); default: <index_dir>/milvus.db.")
+    milvus_token: str | None = Field(None, description="user:password or an API key for a Milvus server that asks for one.")
+    milvus_collection: str = Field("icml_rag", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,30}$",
+                                   description="Prefix of the collections (letters, digits, _).")
+    milvus_timeout: float = Field(10.0, gt=0, description="Seconds before a Milvus request is abandoned.")
+    follow_seconds: float = Field(
+        0.5, gt=0, le=60, description="How often a service process checks for a build or an add that another process "
+        "(a worker, a replica, `rag add`) published.")
+
     faiss_index: Literal["auto", "flat", "hnsw"] = Field(
         "auto", description="auto: exact search below hnsw_above vectors, HNSW from there."
     )
@@ -189,6 +203,11 @@ class Settings(BaseSettings):
     pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
         None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
     )
+
+
+    @property
+    def milvus_address(self) -> str:
+        return self.milvus_uri or str(Path(self.index_dir) / "milvus.db")
 
 
 @lru_cache

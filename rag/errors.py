@@ -37,6 +37,12 @@ class IndexWriteError(RagError):
     code = "index_write_failed"
 
 
+class StoreUnavailableError(RagError):
+    """The vector store server (Milvus) cannot be reached or refused a request."""
+
+    code = "store_unavailable"
+
+
 class QueryError(RagError):
     """A question or search request that cannot be served as given."""
 

@@ -137,10 +137,10 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
 
     from .assistant import Assistant
     from .generation import make_generator
-    from .index import load_index
+    from .store import load_index
 
     index = load_index(settings)
-    generator = make_generator(settings, [s.text for s in index.sentences])
+    generator = make_generator(settings, index.sentence_texts())
     report = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

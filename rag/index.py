@@ -25,9 +25,12 @@ import shutil
 import time
 import uuid
 from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -38,6 +41,7 @@ from .embedding import (
     MULTILINGUAL_MODEL,
     QUERY_ENCODER,
     configure_llama_index,
+    document_embedder,
     export_query_encoder,
     load_embedder,
     load_multilingual_embedder,
@@ -50,8 +54,52 @@ FORMAT_VERSION = 1
 REBUILD_HINT = "run `rag index` to rebuild it"
 
 
+@dataclass(frozen=True)
+class SentenceRows:
+    """One paper's sentences, in order, and their vectors under each encoder (row i is sentence i)."""
+
+    texts: list[str]
+    vectors: np.ndarray
+    multilingual: np.ndarray | None
+
+
+class SearchIndex(Protocol):
+    """What retrieval and answers read from an index, whichever store holds it: the FAISS
+    build on local disk (`LoadedIndex`) or a Milvus collection (`rag.milvus_index`)."""
+
+    store: str  # "faiss" or "milvus", for /health
+    manifest: dict  # parameters (model, chunking) and counts of what was built
+    corpus: Corpus
+    embedder: object
+    multilingual_embedder: object | None
+
+    @property
+    def version(self) -> str:
+        """Names this state of the index: it changes when a build or an add is published."""
+
+    @property
+    def chunks(self) -> int: ...
+
+    def is_current(self) -> bool:
+        """False once another process published a newer state (the service then reloads)."""
+
+    def dense_ranking(self, vector, k: int, multilingual: bool) -> list[tuple[str, float]]:
+        """The k chunks closest to `vector` as (paper_id, cosine), best first."""
+
+    def bm25_ranking(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The k chunks that best match `query`'s words as (paper_id, BM25 score), best first."""
+
+    def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
+        """Each paper's sentences and their vectors."""
+
+    def sentence_texts(self) -> list[str]:
+        """Every sentence of the corpus (the extractive scorer's word statistics)."""
+
+
 @dataclass
 class LoadedIndex:
+    """A FAISS build loaded from disk: the embedded default store."""
+
     path: Path
     manifest: dict
     corpus: Corpus
@@ -63,10 +111,50 @@ class LoadedIndex:
     multilingual_sentence_vectors: np.ndarray | None
     embedder: object
     multilingual_embedder: object | None
+    store: str = "faiss"
+
+    @property
+    def version(self) -> str:
+        return self.path.name
 
     @property
     def chunks(self) -> int:
         return self.manifest["chunks"]
+
+    def is_current(self) -> bool:
+        return (self.path.parent.parent / "current").resolve() == self.path
+
+    @cached_property
+    def _rows(self) -> dict[str, list[int]]:
+        rows: dict[str, list[int]] = {}
+        for row, sentence in enumerate(self.sentences):
+            rows.setdefault(sentence.paper_id, []).append(row)
+        return rows
+
+    def dense_ranking(self, vector, k: int, multilingual: bool) -> list[tuple[str, float]]:
+        from llama_index.core.schema import QueryBundle
+
+        retriever = (self.multilingual if multilingual else self.dense).as_retriever(similarity_top_k=k)
+        nodes = retriever.retrieve(QueryBundle("", embedding=list(vector)))
+        return [(n.node.metadata["paper_id"], float(n.score or 0.0)) for n in nodes]
+
+    def bm25_ranking(self, query: str, k: int) -> list[tuple[str, float]]:
+        from llama_index.core.schema import QueryBundle
+
+        self.bm25.similarity_top_k = min(k, self.chunks)
+        return [(n.node.metadata["paper_id"], float(n.score or 0.0)) for n in self.bm25.retrieve(QueryBundle(query))]
+
+    def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
+        out = {}
+        for pid in paper_ids:
+            rows = self._rows.get(pid, [])
+            multilingual = self.multilingual_sentence_vectors
+            out[pid] = SentenceRows([self.sentences[r].text for r in rows], self.sentence_vectors[rows],
+                                    None if multilingual is None else multilingual[rows])
+        return out
+
+    def sentence_texts(self) -> list[str]:
+        return [s.text for s in self.sentences]
 
 
 def expected_parameters(settings: Settings) -> dict:
@@ -143,7 +231,7 @@ def _file_table(directory: Path) -> dict:
 
 
 @dataclass
-class _Known:
+class KnownVectors:
     """The vectors a previous build holds, by chunk id and by sentence: a catch-up or an add
     embeds only what that build lacks."""
 
@@ -153,7 +241,7 @@ class _Known:
     multilingual_sentences: dict[Sentence, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, previous: LoadedIndex | None) -> _Known:
+    def of(cls, previous: LoadedIndex | None) -> KnownVectors:
         if previous is None:
             return cls()
 
@@ -187,53 +275,60 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _pause(settings: Settings, stage: str) -> None:
+def pause_point(settings: Settings, stage: str) -> None:
     """For the crash tests: with RAG_PAUSE_AT=<stage>, stop here (and say so with a marker
     file in the index folder) until the test kills the process."""
     if settings.pause_at == stage:
+        Path(settings.index_dir).mkdir(parents=True, exist_ok=True)
         (Path(settings.index_dir) / f".paused-{stage}").touch()
         while True:
             time.sleep(1)
 
 
-def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False) -> Path:
+def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False, remote=None) -> Path:
     """Build the whole index from `corpus`, embedding everything, and publish it atomically;
     returns its directory. Takes no lock: to build from the seed folder while adds may run,
     use `index_seeds`."""
-    return _build(corpus, settings, show_progress, previous=None)
+    return _build(corpus, settings, show_progress, previous=None, remote=remote)
 
 
-def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: LoadedIndex | None) -> Path:
+def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: LoadedIndex | None,
+           remote=None) -> Path:
     """Write a build of `corpus` and publish it. With `previous` (a build under the same model
     and chunking), its vectors are reused and only new chunks and sentences are embedded, by the
     encoder that build serves questions with (the model's own vectors, cosine > 0.9999): an add
     or a catch-up costs what is new, not the corpus. The result is what a full build gives,
-    paper order included."""
+    paper order included. `remote` (a `ray_embedding.RayEmbedding`) embeds on a Ray cluster
+    instead of in this process."""
     started = time.perf_counter()
     root = Path(settings.index_dir)
-    known = _Known.of(previous)
+    known = KnownVectors.of(previous)
     with _writing(root), _staging(root) as work:
         if previous is None:
             embedder = load_embedder(settings.embedding_model)
             multilingual = load_multilingual_embedder() if settings.multilingual else None
-        else:
-            embedder, multilingual = previous.embedder, previous.multilingual_embedder
-        configure_llama_index(embedder)
-        nodes = chunk_papers(corpus.papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
-        sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
-
-        kind = faiss_kind(settings, len(nodes))
-        dimensions = len(embedder.get_text_embedding("dimension probe"))
-        _build_vector_index(nodes, embedder, work / "dense", show_progress,
-                            make_faiss_index(dimensions, kind, settings), known.chunks)
-        _pause(settings, "embedding")
-        np.save(work / "sentences.npy", _embed_sentences(embedder, sentences, known.sentences, show_progress))
-        if previous is None:
             query_encoder = export_query_encoder(embedder, work / QUERY_ENCODER)
         else:
+            embedder, multilingual = previous.embedder, previous.multilingual_embedder
             query_encoder = (previous.path / QUERY_ENCODER).is_file()
             if query_encoder:
                 _link_or_copy(previous.path / QUERY_ENCODER, work / QUERY_ENCODER)
+        # The exported encoder embeds the documents too, in batches on every core.
+        documents = document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
+        configure_llama_index(embedder)
+        nodes = chunk_papers(corpus.papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
+        sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
+        embedded = {"chunks": sum(n.id_ not in known.chunks for n in nodes),
+                    "sentences": sum(s not in known.sentences for s in sentences)}
+        if remote is not None:
+            known = remote.vectors(nodes, sentences, settings, known, work / QUERY_ENCODER)
+
+        kind = faiss_kind(settings, len(nodes))
+        dimensions = len(documents.get_text_embedding("dimension probe"))
+        _build_vector_index(nodes, documents, work / "dense", show_progress,
+                            make_faiss_index(dimensions, kind, settings), known.chunks)
+        pause_point(settings, "embedding")
+        np.save(work / "sentences.npy", _embed_sentences(documents, sentences, known.sentences, show_progress))
         if multilingual is not None:
             _build_vector_index(nodes, multilingual, work / "multilingual", show_progress,
                                 make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings),
@@ -248,13 +343,13 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
             "query_encoder": "onnx" if query_encoder else "sentence-transformers",
             "seed_files": corpus.files,
             "built_from": previous.path.name if previous is not None else None,
-            "embedded": {"chunks": sum(n.id_ not in known.chunks for n in nodes),
-                         "sentences": sum(s not in known.sentences for s in sentences)},
+            "embedded": embedded,
+            "embedded_on": "ray" if remote is not None else "this process",
             "build_seconds": round(time.perf_counter() - started, 2),
         }
-        _pause(settings, "writing")
+        pause_point(settings, "writing")
         final = _seal(work, manifest)
-    _pause(settings, "before-publish")
+    pause_point(settings, "before-publish")
     with _writing(root):
         _publish(root, final)
     return final
@@ -384,7 +479,7 @@ def load_index(settings: Settings, corpus: Corpus | None = None) -> LoadedIndex:
         stored = json.loads((build / "papers.json").read_text())
         papers = [Paper(**p) for p in stored["papers"]]
         digest = manifest.get("files", {}).get(QUERY_ENCODER, {}).get("sha256")
-        embedder = load_query_embedder(build, settings.embedding_model, digest)
+        embedder = load_query_embedder(build / QUERY_ENCODER, settings.embedding_model, digest)
         configure_llama_index(embedder)
         dense = _load_vector_index(build / "dense", embedder)
         bm25 = BM25Retriever.from_persist_dir(str(build / "bm25"))
@@ -504,16 +599,17 @@ def open_index(settings: Settings) -> LoadedIndex:
 
 @dataclass
 class IndexReport:
-    build: Path | None  # the published build; None when the index already matched the seed folder
+    build: Path | str | None  # where the result was published; None when the index already matched the seeds
     reason: str | None  # why a build was needed
     caught_up: bool  # only the difference was embedded (otherwise everything was)
     papers: int
     added: int
     removed: int
     seconds: float
+    chunks: int | None = None  # of the published index
 
 
-def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False) -> IndexReport:
+def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None) -> IndexReport:
     """Bring the index in line with the seed folder, read under the writer lock.
 
     Without `only_if_stale` (`rag index`) everything is embedded again. With it (`rag index
@@ -542,8 +638,10 @@ def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: 
         if previous is not None:
             changes = SeedChanges.between(previous.corpus, corpus)
             reason, added, removed = str(changes), len(changes.added), len(changes.removed)
-        build = _build(corpus, settings, show_progress, previous)
-    return IndexReport(build, reason, previous is not None, len(corpus), added, removed, time.perf_counter() - started)
+        build = _build(corpus, settings, show_progress, previous, remote)
+    chunks = json.loads((build / "manifest.json").read_text())["chunks"]
+    return IndexReport(build, reason, previous is not None, len(corpus), added, removed, time.perf_counter() - started,
+                       chunks)
 
 
 @dataclass
@@ -580,13 +678,13 @@ def add_seed_texts(settings: Settings, items: list[tuple[str, bytes]]) -> AddRes
         try:
             for name, raw in files.items():
                 _pending_path(seeds, name).write_bytes(raw)
-            _pause(settings, "seed-written")
+            pause_point(settings, "seed-written")
             build = _build(load_corpus(seeds, extra=files), settings, False, previous)
         except BaseException:
             for name in files:
                 _pending_path(seeds, name).unlink(missing_ok=True)
             raise
-        _pause(settings, "after-publish")
+        pause_point(settings, "after-publish")
         for name in files:
             os.replace(_pending_path(seeds, name), seeds / name)
     return AddResult(build, fresh, duplicates)

@@ -12,14 +12,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 import numpy as np
-from llama_index.core.schema import QueryBundle
 
 from .config import Settings
 from .corpus import Paper, mentions
 from .embedding import is_cjk
 from .errors import QueryError
 from .evidence import Vocabulary, stems
-from .index import LoadedIndex
+from .index import SearchIndex, SentenceRows
 
 
 @dataclass
@@ -30,6 +29,7 @@ class Hit:
     dense_score: float  # best cosine between the question and one of the paper's chunks
     snippet: str  # the paper's sentence closest to the question
     sentence_scores: dict[str, float]  # every sentence of the paper -> cosine with the question
+    sentences: SentenceRows  # the paper's sentences and their vectors (citations are checked against them)
 
     def to_dict(self) -> dict:
         return {
@@ -52,18 +52,17 @@ class Retrieval:
     vector: np.ndarray  # the query's embedding (multilingual-e5's when `multilingual`)
 
 
-def _paper_ranking(nodes, papers: dict) -> dict[str, tuple[int, float]]:
+def _paper_ranking(chunks: list[tuple[str, float]], papers: dict) -> dict[str, tuple[int, float]]:
     """Chunk results -> {paper_id: (rank of its best chunk, that chunk's score)}, for `papers` only."""
     ranking: dict[str, tuple[int, float]] = {}
-    for node in nodes:
-        pid = node.node.metadata["paper_id"]
+    for pid, score in chunks:
         if pid not in ranking and pid in papers:
-            ranking[pid] = (len(ranking) + 1, float(node.score or 0.0))
+            ranking[pid] = (len(ranking) + 1, score)
     return ranking
 
 
 class Retriever:
-    def __init__(self, index: LoadedIndex, settings: Settings, exclude: Collection[str] = ()):
+    def __init__(self, index: SearchIndex, settings: Settings, exclude: Collection[str] = ()):
         """`exclude`: paper ids to act as if absent (leave-one-out calibration in rag.evaluation)."""
         import faiss
 
@@ -74,16 +73,6 @@ class Retriever:
         self.settings = settings
         self.papers = {p.paper_id: p for p in index.corpus.papers if p.paper_id not in exclude}
         self.vocabulary = Vocabulary(self.papers.values())
-        self.sentence_rows: dict[str, list[int]] = {}
-        for row, sentence in enumerate(index.sentences):
-            self.sentence_rows.setdefault(sentence.paper_id, []).append(row)
-        self._dense = index.dense.as_retriever(similarity_top_k=settings.candidates)
-        self._multilingual = (
-            index.multilingual.as_retriever(similarity_top_k=settings.candidates)
-            if index.multilingual is not None
-            else None
-        )
-        index.bm25.similarity_top_k = min(settings.candidates, index.chunks)
 
     def search(self, query: str, k: int | None = None) -> Retrieval:
         query = " ".join((query or "").split())
@@ -94,20 +83,21 @@ class Retriever:
             raise QueryError("k must be between 1 and 50")
 
         mode = self.settings.retrieval_mode
-        multilingual = mode == "hybrid" and self._multilingual is not None and is_cjk(query)
+        multilingual = mode == "hybrid" and self.index.multilingual_embedder is not None and is_cjk(query)
+        candidates = self.settings.candidates
         dense: dict[str, tuple[int, float]] = {}
         if multilingual:
             embedding = self.index.multilingual_embedder.get_query_embedding(query)
-            dense = _paper_ranking(self._multilingual.retrieve(QueryBundle(query, embedding=embedding)), self.papers)
+            dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, True), self.papers)
             rankings = [(self.settings.dense_weight, dense)]
         else:
             embedding = self.index.embedder.get_query_embedding(query)
             rankings = []
             if mode != "bm25":
-                dense = _paper_ranking(self._dense.retrieve(QueryBundle(query, embedding=embedding)), self.papers)
+                dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, False), self.papers)
                 rankings.append((self.settings.dense_weight, dense))
             if mode != "dense":
-                bm25 = _paper_ranking(self.index.bm25.retrieve(QueryBundle(query)), self.papers)
+                bm25 = _paper_ranking(self.index.bm25_ranking(query, candidates), self.papers)
                 weight = self.settings.bm25_weight
                 if mode == "hybrid" and bm25:
                     # BM25 counts as much as its best paper matches the question: on a paraphrase
@@ -127,10 +117,10 @@ class Retriever:
         ordered = sorted(fused, key=lambda pid: (-fused[pid], dense.get(pid, (10**9,))[0]))[:k]
 
         question = np.asarray(embedding, dtype=np.float32)
+        sentences = self.index.sentences_of(ordered)
         hits = []
         for rank, pid in enumerate(ordered, start=1):
-            rows, scores = self._sentence_cosines(pid, question, multilingual)
-            best = int(np.argmax(scores)) if rows else -1
+            scores = _cosines(sentences[pid], question, multilingual)
             hits.append(
                 Hit(
                     paper=self.papers[pid],
@@ -138,27 +128,28 @@ class Retriever:
                     score=fused[pid],
                     # A paper only BM25 found: its best sentence cosine stands in.
                     dense_score=dense[pid][1] if pid in dense else float(scores.max(initial=0.0)),
-                    snippet=self.index.sentences[rows[best]].text if rows else "",
-                    sentence_scores={self.index.sentences[r].text: float(s) for r, s in zip(rows, scores)},
+                    snippet=sentences[pid].texts[int(np.argmax(scores))] if len(scores) else "",
+                    sentence_scores=dict(zip(sentences[pid].texts, map(float, scores))),
+                    sentences=sentences[pid],
                 )
             )
         return Retrieval(query=query, multilingual=multilingual, hits=hits, vector=question)
 
-    def _sentence_cosines(self, paper_id: str, vector: np.ndarray, multilingual: bool) -> tuple[list[int], np.ndarray]:
-        """The paper's sentence rows and their cosines with a query vector (of the model that made it)."""
-        rows = self.sentence_rows.get(paper_id, [])
-        vectors = self.index.multilingual_sentence_vectors if multilingual else self.index.sentence_vectors
-        return rows, (vectors[rows] @ vector if rows else np.zeros(0))
-
     def rescored(self, hit: Hit, retrieval: Retrieval) -> Hit:
         """`hit` with its sentences scored against another retrieval's query: a follow-up's paper
         is found with the conversation, its answering sentences with the question itself."""
-        rows, scores = self._sentence_cosines(hit.paper.paper_id, retrieval.vector, retrieval.multilingual)
-        return replace(hit, sentence_scores={self.index.sentences[r].text: float(s) for r, s in zip(rows, scores)})
+        scores = _cosines(hit.sentences, retrieval.vector, retrieval.multilingual)
+        return replace(hit, sentence_scores=dict(zip(hit.sentences.texts, map(float, scores))))
 
-    def sentence_fit(self, retrieval: Retrieval, paper_id: str) -> float:
-        """The best cosine between the retrieval's query and a sentence of any paper, retrieved or not."""
-        if paper_id not in self.papers:
-            return 0.0
-        rows, scores = self._sentence_cosines(paper_id, retrieval.vector, retrieval.multilingual)
-        return float(scores.max()) if rows else 0.0
+    def sentence_fit(self, retrieval: Retrieval, paper_ids: list[str]) -> float:
+        """The best cosine between the retrieval's query and a sentence of the given papers, retrieved or not."""
+        known = self.index.sentences_of([pid for pid in paper_ids if pid in self.papers])
+        # A paper not retrievable here, or with no sentence, counts 0.0 (a best cosine may be lower).
+        return max((float(_cosines(known[pid], retrieval.vector, retrieval.multilingual).max())
+                    if pid in known and known[pid].texts else 0.0 for pid in paper_ids), default=0.0)
+
+
+def _cosines(rows: SentenceRows, vector: np.ndarray, multilingual: bool) -> np.ndarray:
+    """Cosines of a paper's sentences with a query vector (of the model that made it)."""
+    vectors = rows.multilingual if multilingual else rows.vectors
+    return vectors @ vector if len(rows.texts) else np.zeros(0)

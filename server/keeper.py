@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 
 from rag.assistant import Assistant
 from rag.config import Settings
 from rag.errors import RagError
-from rag.index import AddResult, SeedChanges, add_seed_texts, index_seeds, load_index, open_index, seeds_changed
+from rag.index import AddResult, SeedChanges
+from rag.store import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 
 from .errors import ApiError
 from .metrics import Metrics
@@ -33,9 +33,6 @@ class AssistantKeeper:
         self.unusable: str | None = None  # why the build on disk could not serve, while another is built
         self.catching_up = False
         self.pending_papers = 0
-        self._current = Path(settings.index_dir) / "current"
-        self._checked = 0.0
-        self._reloading = False
         self._adding = threading.Lock()
 
     def _make(self, loaded=None) -> Assistant:
@@ -46,9 +43,11 @@ class AssistantKeeper:
 
     def start(self) -> threading.Thread:
         """Serve first, catch up behind: load the last good build, then bring the index in line
-        with the seed folder (a first build when there is no usable one) and switch to it."""
+        with the seed folder (a first build when there is no usable one) and switch to it; and
+        from then on follow what other processes publish."""
         thread = threading.Thread(target=self._start, name="load-index", daemon=True)
         thread.start()
+        threading.Thread(target=self._follow, name="follow-index", daemon=True).start()
         return thread
 
     def _start(self) -> None:
@@ -57,7 +56,7 @@ class AssistantKeeper:
             try:
                 self.assistant = self._make(open_index(self.settings))
                 log.info("ready", extra={"index": str(self.assistant.index.path)})
-                if not seeds_changed(self.settings, self.assistant.index.manifest):
+                if not seeds_changed(self.settings, self.assistant.index):
                     return  # nothing to catch up (and a read-only index folder is fine)
                 self.pending_papers = self._pending(self.assistant)
             except RagError as exc:  # no usable build: 503 "loading" while a new one is built
@@ -92,29 +91,26 @@ class AssistantKeeper:
             if self.unusable:
                 message = f"building an index from the seed folder, because {self.unusable}; retry in a few seconds"
             raise ApiError(503, "loading", message, {"Retry-After": "2"})
-        self._follow()
         return self.assistant
 
     def _follow(self) -> None:
-        """Another process published a new build: load it in the background and switch when
-        ready; until then the loaded one keeps serving. Checked at most once a second."""
-        if self._reloading or self.catching_up or time.monotonic() - self._checked < 1.0:
-            return
-        self._checked = time.monotonic()
-        if self._current.resolve() == self.assistant.index.path:
-            return
-        self._reloading = True
-
-        def reload():
+        """Runs for the life of the process: when another process (a worker, a replica, `rag
+        add`) publishes a build or an add, load it and switch; until then the loaded one keeps
+        serving. Checked every `follow_seconds`, requests or not."""
+        said = None
+        while True:
+            time.sleep(self.settings.follow_seconds)
+            if self.assistant is None or self.catching_up or self._adding.locked():
+                continue
             try:
-                self.assistant = self._make()
-                log.info("reloaded", extra={"index": str(self.assistant.index.path)})
-            except Exception as exc:  # the previous index keeps serving
-                log.error("reload_failed", extra={"error": str(exc)})
-            finally:
-                self._reloading = False
-
-        threading.Thread(target=reload, name="reload-index", daemon=True).start()
+                if not self.assistant.index.is_current():
+                    self.assistant = self._make()
+                    log.info("reloaded", extra={"index": str(self.assistant.index.path)})
+                said = None
+            except Exception as exc:  # the previous index keeps serving; each new failure is logged once
+                if str(exc) != said:
+                    log.error("reload_failed", extra={"error": str(exc)})
+                said = str(exc)
 
     def add(self, items: list[tuple[str, bytes]]) -> AddResult:
         """Add seed-format files (blocking: call it off the event loop) and switch to the result."""

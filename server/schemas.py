@@ -54,6 +54,7 @@ class Health(BaseModel):
     papers: int
     chunks: int
     embedding_model: str
+    store: str = Field(..., description="Where the index is: faiss (files of this machine) or milvus (a shared collection).")
     generator: str
     answers_in_flight: int = Field(..., description="Answers being served now (bounded by RAG_MAX_ANSWERS_IN_FLIGHT).")
     catching_up: bool = Field(False, description="The index is being brought in line with the seed folder; the last good "

@@ -133,6 +133,9 @@ def test_requests_are_logged_as_json_lines_with_their_id_and_without_the_questio
                           headers={"X-Request-ID": "7d6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"}, timeout=60)
     assert response.headers["X-Request-ID"] == "7d6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"  # the caller's id, echoed
     fresh = httpx.get(f"{server.url}/health", timeout=10).headers["X-Request-ID"]  # or a new one
+    deadline = time.monotonic() + 5  # a request's line is written as its response ends
+    while not any(e["request_id"] == fresh for e in server.requests()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     lines = server.requests()
     mine = [e for e in lines if e["request_id"] == "7d6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"]
     assert [(e["method"], e["route"], e["status"]) for e in mine] == [("POST", "/ask", 200)]

@@ -152,7 +152,7 @@ def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(load
     from rag.embedding import load_embedder
 
     assert loaded_index.manifest["query_encoder"] == "onnx"
-    assert type(loaded_index.embedder).__name__ == "OnnxQueryEmbedding"
+    assert type(loaded_index.embedder).__name__ == "OnnxEmbedding"
     reference = load_embedder(settings.embedding_model)
     for text in ["rotary embeddings for vision transformers", "What speedup does Jacobi Forcing report?",
                  "Ünïcode, ponctuation… et 数字 3.8×!", "long " * 400]:

@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ from hypothesis import strategies as st
 from rag.citations import MARKER, CitationTracker, clean_answer, lexical_support, parse_marker
 from rag.corpus import build_corpus, extract_name, load_corpus, normalise, paper_id_for, parse_seed, read_seed_file
 from rag.errors import CorpusError
+from rag.index import SentenceRows
 from rag.retrieval import Hit
 
 EXAMPLES = int(os.environ.get("RAG_PROPERTY_EXAMPLES", "150"))
@@ -268,7 +270,8 @@ ABSTRACTS = [
     "PolyFlow learns polynomial flows for fast generative sampling of molecules.",
 ]
 PAPERS = {p.text: p for p in build_corpus([("sources.txt", ABSTRACTS)]).papers}
-SOURCES = [Hit(PAPERS[text], rank, 0.0, 0.0, text, {}) for rank, text in enumerate(ABSTRACTS, start=1)]
+SOURCES = [Hit(PAPERS[text], rank, 0.0, 0.0, text, {}, SentenceRows([text], np.zeros((1, 4)), None))
+           for rank, text in enumerate(ABSTRACTS, start=1)]
 THRESHOLD = 0.5
 
 

@@ -26,6 +26,7 @@ async def health(request: Request, ready=Depends(assistant), keeper: AssistantKe
         papers=len(ready.index.corpus),
         chunks=ready.index.chunks,
         embedding_model=ready.index.manifest["embedding_model"],
+        store=ready.index.store,
         generator=ready.generator.name,
         answers_in_flight=request.app.state.in_flight["answers"],
         catching_up=keeper.catching_up,

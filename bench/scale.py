@@ -1,0 +1,382 @@
+"""Scale figures: build throughput, Ray scaling, FAISS vs Milvus, adds across replicas.
+
+* build throughput: a full build of the seeds (`build_index`, both models, model loading and
+  the ONNX export included) against the encoders alone on the same texts, same run;
+* Ray: `rag index` of a synthetic corpus (English model) in one process, then `--ray` with 1
+  and 2 actors on a local Ray; throughput of the embedding stage and scaling efficiency. Ray
+  binds the interface address, so this part runs in `unshare -n` (loopback only; root);
+* /search p50 over HTTP, FAISS vs Milvus Lite (`milvus-lite server` on 127.0.0.1), at the 86
+  seed papers and at 20,000 synthetic abstracts;
+* an add through one replica, seen by another (both on the Milvus server): seconds;
+* the evaluation on dev and test with each store.
+
+The synthetic abstracts are 5-9 sentences drawn from the seed abstracts (random.Random(2026)).
+Their vectors at 20,000 come from the seed sentences' (a chunk's vector is the normalised mean
+of its sentences'): real vectors of this model for the distribution that matters to search
+latency, without an hour of embedding. The Ray figures embed for real.
+
+    .venv/bin/python bench/scale.py            # about 10 minutes on 2 cores
+
+Prints a table and writes bench/results/scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from rag.chunking import split_sentences  # noqa: E402
+from rag.config import Settings  # noqa: E402
+from rag.corpus import build_corpus, load_corpus  # noqa: E402
+from rag.index import QUERY_ENCODER, KnownVectors, build_index, load_index  # noqa: E402
+from rag.milvus_index import GRPC_OPTIONS  # noqa: E402
+
+SEEDS = ROOT / "seeds"
+QUERIES = ["rotary position embeddings for vision transformers", "speculative decoding with draft models",
+           "benchmarks for tool-using agents", "federated learning on graphs", "medical audio question answering",
+           "diffusion language models decoding in parallel", "watermarking generated text", "spiking neural networks",
+           "optimizers for large language model training", "robustness of reinforcement learning policies"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def synthetic_abstracts(n: int, seed: int = 2026) -> list[str]:
+    pool = [s.text for p in load_corpus(SEEDS).papers for s in split_sentences(p)]
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(pool, rng.randint(5, 9))) for _ in range(n)]
+
+
+def write_seed_file(directory: Path, abstracts: list[str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "synthetic.txt"
+    path.write_text("Synthetic abstracts\n\n" + "\n\n".join(abstracts) + "\n")
+    return path
+
+
+class SeedSentenceVectors:
+    """A build's `remote`: vectors from the seed index's sentence vectors instead of a model."""
+
+    def __init__(self, seed_index):
+        self.by_text = dict(zip((s.text for s in seed_index.sentences), seed_index.sentence_vectors))
+
+    def vector(self, text: str) -> np.ndarray:
+        if text in self.by_text:
+            return self.by_text[text]
+        parts = [v for t, v in self.by_text.items() if t in text] or list(self.by_text.values())[:1]
+        mean = np.mean(parts, axis=0)
+        return mean / np.linalg.norm(mean)
+
+    def vectors(self, nodes, sentences, settings, known, encoder=None) -> KnownVectors:
+        for node in nodes:
+            known.chunks.setdefault(node.id_, self._chunk(node.text))
+        for sentence in sentences:
+            known.sentences.setdefault(sentence, self.vector(sentence.text))
+        return known
+
+    def _chunk(self, text: str) -> np.ndarray:
+        inside = [v for t, v in self.by_text.items() if t in text]
+        if not inside:
+            return self.vector(text)
+        mean = np.mean(inside, axis=0)
+        return mean / np.linalg.norm(mean)
+
+
+class VectorsOf:
+    """A build's `remote`: every vector taken from an existing FAISS build (no model runs)."""
+
+    def __init__(self, index):
+        self.known = KnownVectors.of(index)
+
+    def vectors(self, nodes, sentences, settings, known, encoder=None) -> KnownVectors:
+        return self.known
+
+
+class Served:
+    """`uvicorn server.app:create_app` on 127.0.0.1 with `env`, until /health answers 200."""
+
+    def __init__(self, env: dict, log: Path):
+        self.url = f"http://127.0.0.1:{free_port()}"
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
+                                          "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
+                                          "--log-level", "warning"], cwd=ROOT, env={**os.environ, **env},
+                                         stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError(f"server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def search_p50(self, rounds: int) -> tuple[float, float]:
+        times = []
+        with httpx.Client(timeout=30) as client:
+            for i in range(rounds + 10):
+                started = time.perf_counter()
+                response = client.post(f"{self.url}/search", json={"query": QUERIES[i % len(QUERIES)]})
+                response.raise_for_status()
+                if i >= 10:  # warm-up
+                    times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+class MilvusServer:
+    def __init__(self, data_dir: Path):
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([Path(sys.executable).with_name("milvus-lite"), "server", "--data-dir",
+                                      str(data_dir), "--host", "127.0.0.1", "--port", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from pymilvus import MilvusClient
+
+        for _ in range(300):
+            try:
+                probe = MilvusClient(uri=self.uri, timeout=2, grpc_options=GRPC_OPTIONS)
+                probe.list_collections()
+                probe.close()
+                return
+            except Exception:
+                time.sleep(0.2)
+        raise RuntimeError("milvus-lite server did not answer")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def build_vs_encoders(work: Path) -> dict:
+    """A full build against the encoders alone on the same texts, in this process."""
+    from llama_index.core.schema import MetadataMode
+
+    from rag.chunking import chunk_papers
+    from rag.embedding import document_embedder, load_embedder, load_multilingual_embedder, tokenizer_of
+
+    settings = Settings(index_dir=work / "index", seeds_dir=SEEDS)
+    corpus = load_corpus(SEEDS)
+    started = time.perf_counter()
+    build = build_index(corpus, settings)
+    build_s = time.perf_counter() - started
+
+    torch_model = load_embedder(settings.embedding_model)
+    nodes = chunk_papers(corpus.papers, tokenizer_of(torch_model), settings.chunk_size, settings.chunk_overlap)
+    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+    texts += [s.text for p in corpus.papers for s in split_sentences(p)]
+    onnx = document_embedder(build / QUERY_ENCODER, settings.embedding_model, None)
+    multilingual = load_multilingual_embedder()
+
+    def seconds(model) -> float:
+        model.get_text_embedding_batch(texts[:16])
+        started = time.perf_counter()
+        model.get_text_embedding_batch(texts)
+        return time.perf_counter() - started
+
+    onnx_s, multilingual_s, torch_s = seconds(onnx), seconds(multilingual), seconds(torch_model)
+    return {"papers": len(corpus), "texts": len(texts), "build_s": build_s, "encoders_alone_s": onnx_s + multilingual_s,
+            "ratio": (onnx_s + multilingual_s) / build_s, "english_onnx_s": onnx_s, "english_torch_s": torch_s,
+            "multilingual_s": multilingual_s, "papers_per_s": len(corpus) / build_s}
+
+
+RAY_RUN = """
+set -e
+ip link set lo up
+rag() {{ "{python}" -m rag.cli "$@"; }}
+RAG_INDEX_DIR={work}/single rag index --quiet
+RAG_INDEX_DIR={work}/ray1 rag index --quiet --ray --ray-workers 1
+RAG_INDEX_DIR={work}/ray2 rag index --quiet --ray --ray-workers 2
+"""
+
+
+def ray_scaling(work: Path, papers: int) -> dict:
+    """Single process vs Ray with 1 and 2 actors, English model, inside `unshare -n`."""
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        return {"skipped": "needs `unshare -n` (root) to keep Ray on loopback"}
+    seeds = work / "seeds"
+    write_seed_file(seeds, synthetic_abstracts(papers, seed=7))
+    env = {**os.environ, "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["unshare", "-n", "bash", "-c", RAY_RUN.format(python=sys.executable, work=work)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(done.stdout + done.stderr[-3000:])
+    builds = [float(m) for m in re.findall(r"chunks in ([\d.]+) s", done.stdout)]
+    embedded = [(int(t), float(s)) for t, s in re.findall(r"embedded (\d+) texts on \d+ Ray actors over \d+ nodes in ([\d.]+) s",
+                                                         done.stdout)]
+    (texts, one_s), (_, two_s) = embedded
+    return {"papers": papers, "texts": texts, "single_process_build_s": builds[0], "ray1_build_s": builds[1],
+            "ray2_build_s": builds[2], "ray1_embed_s": one_s, "ray2_embed_s": two_s,
+            "ray1_texts_per_s": texts / one_s, "ray2_texts_per_s": texts / two_s, "speedup_2_vs_1": one_s / two_s}
+
+
+def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings:
+    """The FAISS build of `faiss_settings` copied into Milvus at `uri`, vectors and all (no model runs)."""
+    from rag import milvus_index
+
+    source = load_index(faiss_settings)
+    settings = faiss_settings.model_copy(update={"vector_store": "milvus", "milvus_uri": uri,
+                                                 "milvus_collection": collection})
+    milvus_index.build(source.corpus, settings, remote=VectorsOf(source))
+    return settings
+
+
+def env_of(settings: Settings, models: Path) -> dict:
+    env = {"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(settings.seeds_dir),
+           "RAG_MULTILINGUAL": str(settings.multilingual).lower(), "RAG_VECTOR_STORE": settings.vector_store}
+    if settings.vector_store == "milvus":
+        env.update(RAG_MILVUS_URI=settings.milvus_uri, RAG_MILVUS_COLLECTION=settings.milvus_collection,
+                   RAG_INDEX_DIR=str(models))
+    return env
+
+
+def search_latency(work: Path, milvus: MilvusServer, rounds: int, synthetic: int) -> dict:
+    out = {}
+    seed_index = ROOT / "index"
+    big = work / "big"
+    settings = Settings(index_dir=big / "index", seeds_dir=big / "seeds", multilingual=False)
+    write_seed_file(big / "seeds", synthetic_abstracts(synthetic))
+    corpus = load_corpus(big / "seeds")
+    started = time.perf_counter()
+    build_index(corpus, settings, remote=SeedSentenceVectors(load_index(Settings(index_dir=seed_index, seeds_dir=SEEDS))))
+    out["synthetic_build_s"] = time.perf_counter() - started
+    for label, index_dir, seeds, multilingual in (("86", seed_index, SEEDS, True),
+                                                  (str(synthetic), big / "index", big / "seeds", False)):
+        faiss_settings = Settings(index_dir=index_dir, seeds_dir=seeds, multilingual=multilingual)
+        started = time.perf_counter()
+        milvus_settings = milvus_from(faiss_settings, milvus.uri, f"bench{label}")
+        out[f"milvus_write_{label}_s"] = time.perf_counter() - started
+        for store, settings_ in (("faiss", faiss_settings), ("milvus", milvus_settings)):
+            server = Served(env_of(settings_, work / "models"), work / f"{store}-{label}.log")
+            try:
+                out[f"{store}_{label}_search_ms"] = server.search_p50(rounds)
+            finally:
+                server.stop()
+    return out
+
+
+def add_visible(work: Path, milvus: MilvusServer, adds: int) -> dict:
+    settings = Settings(index_dir=ROOT / "index", seeds_dir=SEEDS).model_copy(
+        update={"vector_store": "milvus", "milvus_uri": milvus.uri, "milvus_collection": "bench86"})
+    env = env_of(settings, work / "models")
+    a, b = Served(env, work / "a.log"), Served(env, work / "b.log")
+    seconds = []
+    try:
+        for i, text in enumerate(synthetic_abstracts(adds, seed=99)):
+            paper_id = build_corpus([("x.txt", [text])]).papers[0].paper_id
+            posted = httpx.post(f"{a.url}/papers", json={"filename": f"add{i}.txt", "content": f"New\n\n{text}\n"},
+                                timeout=120)
+            posted.raise_for_status()
+            started = time.perf_counter()
+            while httpx.get(f"{b.url}/papers/{paper_id}").status_code != 200:
+                if time.perf_counter() - started > 30:
+                    raise RuntimeError("replica B never saw the add")
+                time.sleep(0.02)
+            seconds.append(time.perf_counter() - started)
+    finally:
+        a.stop()
+        b.stop()
+    return {"adds": adds, "visible_s": seconds, "visible_median_s": statistics.median(seconds)}
+
+
+def evaluation(work: Path, milvus: MilvusServer) -> dict:
+    """`rag eval` (dev and test, hybrid) on the seed index and on its copy in Milvus."""
+    out = {}
+    for store in ("faiss", "milvus"):
+        env = {**os.environ, "RAG_INDEX_DIR": str(ROOT / "index"), "RAG_SEEDS_DIR": str(SEEDS)}
+        if store == "milvus":
+            env.update(RAG_VECTOR_STORE="milvus", RAG_MILVUS_URI=milvus.uri, RAG_MILVUS_COLLECTION="bench86",
+                       RAG_INDEX_DIR=str(work / "models"))
+        with tempfile.TemporaryDirectory() as reports:
+            subprocess.run([sys.executable, "-m", "rag.cli", "eval", "--split", "dev,test", "--systems", "hybrid",
+                            "--out", reports], cwd=ROOT, env=env, check=True, capture_output=True)
+            (report,) = Path(reports).glob("*/report.json")
+            data = json.loads(report.read_text())
+        out[store] = {split: {k: v for k, v in figures["systems"]["hybrid"]["overall"].items()
+                              if isinstance(v, (int, float)) and "_ms_" not in k}
+                      for split, figures in data["splits"].items()}
+    worst = max(abs(out["faiss"][split][k] - out["milvus"][split][k]) for split in out["faiss"]
+                for k in out["faiss"][split] if k in out["milvus"][split])
+    return {"largest_difference": worst, **out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--synthetic", type=int, default=20_000, help="abstracts for the search-latency corpus")
+    parser.add_argument("--ray-papers", type=int, default=300, help="synthetic abstracts the Ray runs embed")
+    parser.add_argument("--rounds", type=int, default=200, help="/search requests per server")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="scale-"))
+    results: dict = {}
+    milvus = MilvusServer(work / "milvus")
+    try:
+        results["build"] = build_vs_encoders(work / "build")
+        results["ray"] = ray_scaling(work / "ray", args.ray_papers)
+        results["search"] = search_latency(work, milvus, args.rounds, args.synthetic)
+        results["evaluation"] = evaluation(work, milvus)  # before the adds below change the collection
+        results["add_visible"] = add_visible(work, milvus, 5)
+    finally:
+        milvus.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    report(results, args.synthetic)
+
+
+def report(results: dict, synthetic: int) -> None:
+    b, r, s = results["build"], results["ray"], results["search"]
+    print(f"full build, {b['papers']} papers ({b['texts']} texts, both models)  {b['build_s']:6.1f} s  "
+          f"({b['papers_per_s']:.2f} papers/s)")
+    print(f"  the encoders alone on the same texts              {b['encoders_alone_s']:6.1f} s  ratio {b['ratio']:.2f} "
+          f"(English ONNX {b['english_onnx_s']:.1f} s, torch {b['english_torch_s']:.1f} s; multilingual-e5 "
+          f"{b['multilingual_s']:.1f} s)")
+    if "skipped" in r:
+        print(f"Ray: skipped ({r['skipped']})")
+    else:
+        print(f"Ray, {r['papers']} synthetic papers ({r['texts']} texts, English model): one process "
+              f"{r['single_process_build_s']:.1f} s; Ray embedding 1 actor {r['ray1_embed_s']:.1f} s "
+              f"({r['ray1_texts_per_s']:.0f} texts/s), 2 actors {r['ray2_embed_s']:.1f} s "
+              f"({r['ray2_texts_per_s']:.0f} texts/s): {r['speedup_2_vs_1']:.2f}x")
+    for label in ("86", str(synthetic)):
+        f50, f95 = s[f"faiss_{label}_search_ms"]
+        m50, m95 = s[f"milvus_{label}_search_ms"]
+        print(f"/search over HTTP at {label:>6} papers: FAISS p50 {f50:.1f} ms (p95 {f95:.1f}), "
+              f"Milvus Lite p50 {m50:.1f} ms (p95 {m95:.1f})")
+    a = results["add_visible"]
+    print(f"add through replica A, visible on replica B: median {a['visible_median_s']:.2f} s "
+          f"({', '.join(f'{x:.2f}' for x in a['visible_s'])})")
+    print(f"evaluation, Milvus vs FAISS: largest difference of any figure {results['evaluation']['largest_difference']:.3f}")
+    out = ROOT / "bench" / "results" / "scale.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"-> {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
