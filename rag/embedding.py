@@ -123,8 +123,10 @@ def _onnx_class():
         _session: Any = PrivateAttr()
         _tokenizer: Any = PrivateAttr()
         _pieces: Any = PrivateAttr()
+        _batch: bool = PrivateAttr()
 
-        def __init__(self, onnx_path: Path, model_dir: Path, threads: int = 1, **kwargs: Any) -> None:
+        def __init__(self, onnx_path: Path, model_dir: Path, threads: int = 1, batch: bool = False,
+                     **kwargs: Any) -> None:
             import onnxruntime
             from tokenizers import Tokenizer
 
@@ -136,6 +138,7 @@ def _onnx_class():
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
             self._session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            self._batch = batch
             self._tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
             self._tokenizer.no_padding()
             self._pieces = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
@@ -181,7 +184,12 @@ def _onnx_class():
             return self.embed(text).tolist()
 
         def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return self.embed_batch(texts).tolist()
+            # Batches for a build's documents; a service's question encoder (which also embeds
+            # the few texts of an add) goes text by text: batches would grow its memory arena
+            # by hundreds of MB for good.
+            if self._batch:
+                return self.embed_batch(texts).tolist()
+            return [self.embed(text).tolist() for text in texts]
 
         async def _aget_query_embedding(self, query: str) -> list[float]:
             return self._get_query_embedding(query)
@@ -189,9 +197,9 @@ def _onnx_class():
     return OnnxEmbedding
 
 
-def onnx_query_embedder(onnx_path: Path, model_dir: Path, threads: int = 1):
+def onnx_query_embedder(onnx_path: Path, model_dir: Path, threads: int = 1, batch: bool = False):
     """The class is made on first use: LlamaIndex and onnxruntime stay unimported until then."""
-    return _onnx_class()(onnx_path, model_dir, threads)
+    return _onnx_class()(onnx_path, model_dir, threads, batch)
 
 
 def document_embedder(onnx_path: Path, name: str, fallback, threads: int | None = None):
@@ -209,7 +217,7 @@ def document_embedder(onnx_path: Path, name: str, fallback, threads: int | None 
         try:
             if key not in _DOCUMENT_ENCODERS:
                 _DOCUMENT_ENCODERS[key] = onnx_query_embedder(onnx_path, resolve_model_path(name),
-                                                              threads=threads or os.cpu_count() or 1)
+                                                              threads=threads or os.cpu_count() or 1, batch=True)
                 while len(_DOCUMENT_ENCODERS) > 2:
                     _DOCUMENT_ENCODERS.pop(next(iter(_DOCUMENT_ENCODERS)))
             return _DOCUMENT_ENCODERS[key]

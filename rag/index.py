@@ -313,8 +313,11 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
             query_encoder = (previous.path / QUERY_ENCODER).is_file()
             if query_encoder:
                 _link_or_copy(previous.path / QUERY_ENCODER, work / QUERY_ENCODER)
-        # The exported encoder embeds the documents too, in batches on every core.
-        documents = document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
+        # A full build: the exported encoder embeds the documents too, in batches on every core.
+        # A catch-up or an add (often inside the service): the build's own question encoder, as
+        # before, with no second model in memory.
+        documents = (embedder if previous is not None
+                     else document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder))
         configure_llama_index(embedder)
         nodes = chunk_papers(corpus.papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
         sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
