@@ -9,6 +9,7 @@ from Chinese questions.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -210,8 +211,6 @@ def document_embedder(onnx_path: Path, name: str, fallback, threads: int | None 
         # One session per export (by content: every build exports the same bytes, and an add
         # in a running service must not load the model again) and thread count; the last two
         # only, so that a process making many builds does not keep a model per build.
-        import hashlib
-
         with open(onnx_path, "rb") as handle:
             key = (hashlib.file_digest(handle, "sha256").hexdigest(), threads)
         try:
@@ -242,12 +241,18 @@ def load_query_embedder(path: Path, name: str, digest: str | None):
 
 
 def cached_encoder_path(directory: Path, name: str) -> Path:
-    return Path(directory) / (re.sub(r"[^\w.-]", "_", name) + ".onnx")
+    """Where `directory` (a model cache) keeps the export of `name`: keyed by the installed model
+    files too, so that another version of the model package is exported again."""
+    model_dir = resolve_model_path(name)
+    files = sorted((str(p.relative_to(model_dir)), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in model_dir.rglob("*") if p.is_file())
+    version = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
+    return Path(directory) / (re.sub(r"[^\w.-]", "_", name) + f"-{version}.onnx")
 
 
 def cached_query_encoder(directory: Path, name: str):
-    """The ONNX question encoder of model `name`, exported once into `directory` (a model cache,
-    for a store that keeps no build folder: Milvus)."""
+    """The ONNX question encoder of model `name`, exported once into `directory` (a model cache):
+    builds after the first one load neither torch nor sentence-transformers (seconds each)."""
     path = cached_encoder_path(directory, name)
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,10 +40,10 @@ from .corpus import Corpus, Paper, build_corpus, file_hash, load_corpus, parse_s
 from .embedding import (
     MULTILINGUAL_MODEL,
     QUERY_ENCODER,
+    cached_encoder_path,
+    cached_query_encoder,
     configure_llama_index,
     document_embedder,
-    export_query_encoder,
-    load_embedder,
     load_multilingual_embedder,
     load_query_embedder,
     tokenizer_of,
@@ -214,6 +214,12 @@ def _load_vector_index(directory: Path, embed_model):
     return load_index_from_storage(context, embed_model=embed_model)
 
 
+def exported_encoder(settings: Settings) -> Path:
+    """The ONNX export of the English model in the index folder's model cache (not index data:
+    exported once, then linked into each build and used by stores that keep no build folder)."""
+    return cached_encoder_path(Path(settings.index_dir) / "models", settings.embedding_model)
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -305,9 +311,12 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
     known = KnownVectors.of(previous)
     with _writing(root), _staging(root) as work:
         if previous is None:
-            embedder = load_embedder(settings.embedding_model)
+            exported = exported_encoder(settings)
+            embedder = cached_query_encoder(exported.parent, settings.embedding_model)
             multilingual = load_multilingual_embedder() if settings.multilingual else None
-            query_encoder = export_query_encoder(embedder, work / QUERY_ENCODER)
+            query_encoder = exported.is_file()
+            if query_encoder:
+                _link_or_copy(exported, work / QUERY_ENCODER)
         else:
             embedder, multilingual = previous.embedder, previous.multilingual_embedder
             query_encoder = (previous.path / QUERY_ENCODER).is_file()

@@ -48,9 +48,10 @@ import numpy as np
 from .chunking import chunk_papers, split_sentences
 from .config import Settings
 from .corpus import Corpus, Paper, build_corpus, load_corpus, parse_seed
-from .embedding import cached_encoder_path, cached_query_encoder, document_embedder, load_multilingual_embedder, tokenizer_of
+from .embedding import cached_query_encoder, document_embedder, load_multilingual_embedder, tokenizer_of
 from .errors import IndexNotFoundError, IndexStaleError, StoreUnavailableError
-from .index import AddResult, IndexReport, KnownVectors, SeedChanges, SentenceRows, expected_parameters, pause_point
+from .index import (AddResult, IndexReport, KnownVectors, SeedChanges, SentenceRows, expected_parameters,
+                    exported_encoder, pause_point)
 
 _BATCH = 1000  # rows per insert request
 _TEXT = 65535  # the longest VARCHAR Milvus stores (bytes)
@@ -215,7 +216,7 @@ def _embed(papers: list[Paper], settings: Settings, embedder, multilingual, show
     sentences = [s for p in papers for s in split_sentences(p)]
     known = KnownVectors()
     if remote is not None:
-        known = remote.vectors(nodes, sentences, settings, known, _encoder_path(settings))
+        known = remote.vectors(nodes, sentences, settings, known, exported_encoder(settings))
 
     def vectors(model, items: list[str], kept: list | None, progress: bool) -> list[list[float]]:
         found = kept if kept is not None else model.get_text_embedding_batch(items, show_progress=progress)
@@ -425,18 +426,13 @@ def _check(manifest: dict, settings: Settings) -> None:
                                   f"{manifest.get(key)!r}, settings ask for {wanted!r}; run `rag index` to rebuild it")
 
 
-def _encoder_path(settings: Settings) -> Path:
-    """The ONNX export of the English model in this machine's model cache (not index data)."""
-    return cached_encoder_path(Path(settings.index_dir) / "models", settings.embedding_model)
-
-
 def _query_encoder(settings: Settings):
-    return cached_query_encoder(_encoder_path(settings).parent, settings.embedding_model)
+    return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model)
 
 
 def _models(settings: Settings):
     """Encoders for a build: documents through the ONNX export in batches on every core."""
-    documents = document_embedder(_encoder_path(settings), settings.embedding_model, _query_encoder(settings))
+    documents = document_embedder(exported_encoder(settings), settings.embedding_model, _query_encoder(settings))
     return documents, (load_multilingual_embedder() if settings.multilingual else None)
 
 

@@ -170,3 +170,22 @@ def test_the_service_loads_and_answers_without_importing_torch(index_dir):
                           env={**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)})
     assert done.stdout.split() == ["Jacobi", "Forcing", "False", "False"], done.stderr[-2000:]
 
+
+def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds, tmp_path):
+    """The ONNX export is made once per index folder (and model version): a second full build
+    loads neither torch nor sentence-transformers, and its vectors are the first build's."""
+    probe = ("import sys; from rag.config import Settings; from rag.corpus import load_corpus; "
+             "from rag.index import build_index; s = Settings(); print(build_index(load_corpus(s.seeds_dir), s), "
+             "'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    env = {**os.environ, "RAG_INDEX_DIR": str(tmp_path / "index"), "RAG_SEEDS_DIR": str(small_seeds),
+           "RAG_MULTILINGUAL": "false"}
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env=env) for _ in range(2)]
+    (first, *loaded_first), (second, *loaded_second) = (run.stdout.split() for run in runs)
+    assert loaded_first == ["True", "True"] and loaded_second == ["False", "False"], runs[1].stderr[-2000:]
+    [export] = (tmp_path / "index" / "models").glob("*.onnx")
+    for build in (first, second):
+        assert os.path.samefile(os.path.join(build, "query_encoder.onnx"), export)
+    np.testing.assert_allclose(np.load(os.path.join(first, "sentences.npy")),
+                               np.load(os.path.join(second, "sentences.npy")), atol=1e-6)
+
