@@ -155,6 +155,7 @@ def main() -> None:
         print(f"restart to healthy, add killed at {stage:<15}{seconds:>6.2f} s")
     print(f"papers lost {results['papers_lost']}, duplicated {results['papers_duplicated']}")
     out = ROOT / "bench" / "results" / "reliability.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"-> {out.relative_to(ROOT)}")
 
