@@ -161,6 +161,25 @@ def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(load
     assert loaded_index.embedder.tokenize("RoPE embeddings") == reference._model.tokenizer.tokenize("RoPE embeddings")
 
 
+def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors(loaded_index, settings):
+    """The build embeds chunks and sentences through the ONNX export in padded batches: each
+    stored vector is the one sentence-transformers gives for its text."""
+    from llama_index.core.schema import MetadataMode
+
+    from rag.embedding import load_embedder
+
+    model = load_embedder(settings.embedding_model)._model
+    sentences = loaded_index.sentences[::40]
+    expected = model.encode([s.text for s in sentences], normalize_embeddings=True)
+    stored = loaded_index.sentence_vectors[::40]
+    assert np.sum(stored * expected, axis=1).min() > 0.9999
+    faiss_index = loaded_index.dense.vector_store.client
+    for position, node_id in list(loaded_index.dense.index_struct.nodes_dict.items())[::30]:
+        text = loaded_index.dense.docstore.get_node(node_id).get_content(metadata_mode=MetadataMode.EMBED)
+        want = model.encode([text], normalize_embeddings=True)[0]
+        assert float(faiss_index.reconstruct(int(position)) @ want) > 0.9999, node_id
+
+
 def test_the_service_loads_and_answers_without_importing_torch(index_dir):
     probe = ("import sys; from rag.config import Settings; from rag.index import load_index; "
              "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
