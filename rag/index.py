@@ -228,11 +228,14 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _file_table(directory: Path) -> dict:
+def _file_table(directory: Path, known: dict | None = None) -> dict:
+    """Size and checksum of every file; `known` entries (files linked from a verified build) are
+    taken as they are rather than hashed again (the ONNX export is 90 MB)."""
+    known = known or {}
     return {
-        str(p.relative_to(directory)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        name: known.get(name) or {"size": p.stat().st_size, "sha256": _sha256(p)}
         for p in sorted(directory.rglob("*"))
-        if p.is_file() and p.name != "manifest.json"
+        if p.is_file() and (name := str(p.relative_to(directory))) != "manifest.json"
     }
 
 
@@ -309,6 +312,7 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
     started = time.perf_counter()
     root = Path(settings.index_dir)
     known = KnownVectors.of(previous)
+    linked: dict = {}
     with _writing(root), _staging(root) as work:
         if previous is None:
             exported = exported_encoder(settings)
@@ -322,6 +326,7 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
             query_encoder = (previous.path / QUERY_ENCODER).is_file()
             if query_encoder:
                 _link_or_copy(previous.path / QUERY_ENCODER, work / QUERY_ENCODER)
+                linked = {QUERY_ENCODER: previous.manifest["files"][QUERY_ENCODER]}
         # A full build: the exported encoder embeds the documents too, in batches on every core.
         # A catch-up or an add (often inside the service): the build's own question encoder, as
         # before, with no second model in memory.
@@ -360,7 +365,7 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
             "build_seconds": round(time.perf_counter() - started, 2),
         }
         pause_point(settings, "writing")
-        final = _seal(work, manifest)
+        final = _seal(work, manifest, linked)
     pause_point(settings, "before-publish")
     with _writing(root):
         _publish(root, final)
@@ -425,10 +430,10 @@ def _write_tables(work: Path, corpus: Corpus, sentences: list[Sentence]) -> None
     )
 
 
-def _seal(work: Path, manifest: dict) -> Path:
+def _seal(work: Path, manifest: dict, linked: dict | None = None) -> Path:
     """Write the manifest last (a directory without one never loads), then give the build its
     final name; `_publish` makes it current."""
-    manifest["files"] = _file_table(work)
+    manifest["files"] = _file_table(work, linked)
     (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
     final = work.parent / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{manifest['corpus_hash'][:8]}-{uuid.uuid4().hex[:4]}"
     work.rename(final)
@@ -636,9 +641,10 @@ def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: 
         previous, reason = None, "a full rebuild was asked for"
         if only_if_stale:
             try:
-                manifest = read_manifest(current_build(settings))
+                manifest = read_manifest(current_build(settings), verify=False)
                 check_manifest(manifest, settings, corpus)
                 if manifest.get("seed_files") == corpus.files:  # up to date: no model is loaded
+                    read_manifest(current_build(settings))  # and undamaged (load_index checks otherwise)
                     return IndexReport(None, None, False, len(corpus), 0, 0, time.perf_counter() - started)
             except (IndexNotFoundError, IndexStaleError, IndexCorruptError):
                 pass
