@@ -9,6 +9,8 @@ Layout under `index_dir`:
     builds/<id>/multilingual/     the same for multilingual-e5 (when enabled)
     builds/<id>/bm25/             bm25s through LlamaIndex's BM25Retriever
     builds/<id>/sentences.*       sentences and their vectors, for snippets and answers
+    builds/<id>/query_encoder.onnx   the English model exported to ONNX, a link to:
+    models/<model>-<version>.onnx    the export, made by the first build (a model cache)
 
 A build writes into a temporary directory and only then moves `current`, so a crash
 mid-build leaves the previous index serving and no half index that loads.
