@@ -211,8 +211,7 @@ def document_embedder(onnx_path: Path, name: str, fallback, threads: int | None 
         # One session per export (by content: every build exports the same bytes, and an add
         # in a running service must not load the model again) and thread count; the last two
         # only, so that a process making many builds does not keep a model per build.
-        with open(onnx_path, "rb") as handle:
-            key = (hashlib.file_digest(handle, "sha256").hexdigest(), threads)
+        key = (file_digest(onnx_path), threads)
         try:
             if key not in _DOCUMENT_ENCODERS:
                 _DOCUMENT_ENCODERS[key] = onnx_query_embedder(onnx_path, resolve_model_path(name),
@@ -259,11 +258,24 @@ def cached_query_encoder(directory: Path, name: str):
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         if export_query_encoder(load_embedder(name), partial):
             os.replace(partial, path)  # processes starting together each export; one file wins whole
-    return load_query_embedder(path, name, f"{path}:{path.stat().st_mtime_ns}" if path.is_file() else None)
+    return load_query_embedder(path, name, file_digest(path) if path.is_file() else None)
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file, computed once per file (device, inode, size, mtime): every build links
+    the same 90 MB export, and the sessions made from it are keyed by its content, so a build and
+    the index loaded after it share one question session (the manifest records the same digest)."""
+    stat = path.stat()
+    identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if identity not in _DIGESTS:
+        with open(path, "rb") as handle:
+            _DIGESTS[identity] = hashlib.file_digest(handle, "sha256").hexdigest()
+    return _DIGESTS[identity]
 
 
 _ONNX_BY_DIGEST: dict[str, Any] = {}
 _DOCUMENT_ENCODERS: dict[tuple, Any] = {}
+_DIGESTS: dict[tuple, str] = {}
 
 
 def _e5_class():

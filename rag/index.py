@@ -46,6 +46,7 @@ from .embedding import (
     cached_query_encoder,
     configure_llama_index,
     document_embedder,
+    file_digest,
     load_multilingual_embedder,
     load_query_embedder,
     tokenizer_of,
@@ -231,8 +232,8 @@ def _sha256(path: Path) -> str:
 
 
 def _file_table(directory: Path, known: dict | None = None) -> dict:
-    """Size and checksum of every file; `known` entries (files linked from a verified build) are
-    taken as they are rather than hashed again (the ONNX export is 90 MB)."""
+    """Size and checksum of every file; `known` entries (the linked ONNX export, whose checksum
+    the build already has) are taken as they are rather than hashed again (it is 90 MB)."""
     known = known or {}
     return {
         name: known.get(name) or {"size": p.stat().st_size, "sha256": _sha256(p)}
@@ -323,6 +324,7 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
             query_encoder = exported.is_file()
             if query_encoder:
                 _link_or_copy(exported, work / QUERY_ENCODER)
+                linked = {QUERY_ENCODER: {"size": exported.stat().st_size, "sha256": file_digest(exported)}}
         else:
             embedder, multilingual = previous.embedder, previous.multilingual_embedder
             query_encoder = (previous.path / QUERY_ENCODER).is_file()

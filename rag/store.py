@@ -31,15 +31,18 @@ def load_index(settings: Settings) -> SearchIndex:
     return _milvus().load(settings) if settings.vector_store == "milvus" else faiss_index.load_index(settings)
 
 
+def _writer(settings: Settings):
+    """The module that builds and adds for the configured store (both have the same two calls)."""
+    return _milvus() if settings.vector_store == "milvus" else faiss_index
+
+
 def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None) -> IndexReport:
     """`remote`: a `ray_embedding.RayEmbedding` to embed on Ray rather than in this process."""
-    store = _milvus() if settings.vector_store == "milvus" else faiss_index
-    return store.index_seeds(settings, show_progress, only_if_stale, remote)
+    return _writer(settings).index_seeds(settings, show_progress, only_if_stale, remote)
 
 
 def add_seed_texts(settings: Settings, items: list[tuple[str, bytes]]) -> AddResult:
-    store = _milvus() if settings.vector_store == "milvus" else faiss_index
-    return store.add_seed_texts(settings, items)
+    return _writer(settings).add_seed_texts(settings, items)
 
 
 def seeds_changed(settings: Settings, index: SearchIndex) -> bool:

@@ -151,8 +151,13 @@ def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
 def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(loaded_index, settings):
     from rag.embedding import load_embedder
 
+    from rag.embedding import cached_query_encoder
+
     assert loaded_index.manifest["query_encoder"] == "onnx"
     assert type(loaded_index.embedder).__name__ == "OnnxEmbedding"
+    # The build (in this process, tests/conftest.py) and the loaded index share one ONNX session.
+    cache = index_module.exported_encoder(settings).parent
+    assert cached_query_encoder(cache, settings.embedding_model) is loaded_index.embedder
     reference = load_embedder(settings.embedding_model)
     for text in ["rotary embeddings for vision transformers", "What speedup does Jacobi Forcing report?",
                  "Ünïcode, ponctuation… et 数字 3.8×!", "long " * 400]:
@@ -205,6 +210,8 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     [export] = (tmp_path / "index" / "models").glob("*.onnx")
     for build in (first, second):
         assert os.path.samefile(os.path.join(build, "query_encoder.onnx"), export)
+        recorded = json.loads(open(os.path.join(build, "manifest.json")).read())["files"]["query_encoder.onnx"]
+        assert recorded["sha256"] == index_module._sha256(export)  # taken from the build, not hashed again
     np.testing.assert_allclose(np.load(os.path.join(first, "sentences.npy")),
                                np.load(os.path.join(second, "sentences.npy")), atol=1e-6)
 
