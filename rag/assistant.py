@@ -141,9 +141,14 @@ class Assistant:
             return []
         several = asks_for_several(retrieval.query)
         if several and not retrieval.multilingual:
-            cite_above = self.settings.evidence.several.cite_above
-            return [hit for hit, e, p in zip(retrieval.hits, evidence, self.evidence.belongs(evidence))
-                    if p >= cite_above or e.probability == best]
+            rules = self.settings.evidence.several
+            belongs = self.evidence.belongs(evidence)
+            # A question that asks for papers expects more than one: the likeliest members join up
+            # to `at_least`, each only if it could answer on its own (answer_above).
+            likeliest = sorted(range(len(evidence)), key=lambda i: -belongs[i])[: rules.at_least]
+            floor = self.weights(retrieval).answer_above
+            return [hit for i, (hit, e, p) in enumerate(zip(retrieval.hits, evidence, belongs))
+                    if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)]
         share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
         return [hit for hit, e in zip(retrieval.hits, evidence) if e.probability >= share * best]
 

@@ -47,6 +47,8 @@ class SeveralWeights(BaseModel):
     sentence_gap: float = Field(description="The same for the sentence cosine.")
     coverage_gap: float = Field(description="The same for the coverage.")
     cite_above: float = Field(0.5, gt=0, lt=1, description="A paper is cited when it more likely belongs than not.")
+    at_least: int = Field(2, ge=1, le=5, description="...and the likeliest papers up to this many are cited when each "
+                          "could answer alone (answer_above): 'which papers' expects more than one.")
 
 
 class EvidenceSettings(BaseModel):

@@ -122,6 +122,17 @@ def test_which_papers_questions_cite_every_paper_that_answers(assistant):
     assert all(name in answer.text for name in [c.name for c in answer.citations if not c.name.endswith("…")])
 
 
+def test_which_papers_questions_add_only_papers_that_could_answer_alone(loaded_index, settings):
+    """`several.at_least` fills a 'which papers' answer up to that many papers, but never with one
+    under answer_above: FedSSA is the corpus's only federated-learning paper."""
+    from rag.assistant import Assistant
+
+    several = settings.evidence.several.model_copy(update={"at_least": 5})
+    padded = settings.model_copy(update={"evidence": settings.evidence.model_copy(update={"several": several})})
+    answer = Assistant(loaded_index, padded).ask("Which papers study federated learning?")
+    assert [c.name for c in answer.citations] == ["FedSSA"]
+
+
 ROPE_CHAT = [
     {"role": "user", "content": "Which paper improves rotary position embeddings for vision transformers?"},
     {"role": "assistant", "content": "Spiral RoPE: The authors propose Spiral RoPE, a multi-directional positional encoding [1]."},
