@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import shutil
 import statistics
@@ -48,6 +47,8 @@ from rag.corpus import build_corpus, load_corpus  # noqa: E402
 from rag.index import QUERY_ENCODER, KnownVectors, build_index, load_index  # noqa: E402
 from rag.milvus_index import GRPC_OPTIONS  # noqa: E402
 
+from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
+
 SEEDS = ROOT / "seeds"
 QUERIES = ["rotary position embeddings for vision transformers", "speculative decoding with draft models",
            "benchmarks for tool-using agents", "federated learning on graphs", "medical audio question answering",
@@ -61,19 +62,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def synthetic_abstracts(n: int, seed: int = 2026) -> list[str]:
-    pool = [s.text for p in load_corpus(SEEDS).papers for s in split_sentences(p)]
-    rng = random.Random(seed)
-    return [" ".join(rng.sample(pool, rng.randint(5, 9))) for _ in range(n)]
-
-
-def write_seed_file(directory: Path, abstracts: list[str]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "synthetic.txt"
-    path.write_text("Synthetic abstracts\n\n" + "\n\n".join(abstracts) + "\n")
-    return path
 
 
 class SeedSentenceVectors:

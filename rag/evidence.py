@@ -100,19 +100,18 @@ class Vocabulary:
     def weight(self, stem: str) -> float:
         return self.idf.get(stem, self.unseen_idf)
 
-    def coverage(self, question_stems: set[str], paper_id: str) -> float:
-        """The IDF-weighted share of the question's stems that the paper contains."""
+    def shares(self, question_stems: set[str], paper_id: str) -> tuple[float, float]:
+        """IDF-weighted shares of the question's stems: those the paper contains (its coverage),
+        and those it lacks while another abstract contains them."""
         total = sum(map(self.weight, question_stems))
         if not total:
-            return 0.0
+            return 0.0, 0.0
         own = self.paper_stems.get(paper_id, set())
-        return sum(self.weight(s) for s in question_stems & own) / total
+        return (sum(self.weight(s) for s in question_stems & own) / total,
+                sum(self.idf[s] for s in question_stems - own if s in self.idf) / total)
 
-    def elsewhere(self, question_stems: set[str], paper_id: str) -> float:
-        """The IDF-weighted share of the question's stems that the paper lacks and another contains."""
-        total = sum(map(self.weight, question_stems))
-        own = self.paper_stems.get(paper_id, set())
-        return sum(self.idf[s] for s in question_stems - own if s in self.idf) / total if total else 0.0
+    def coverage(self, question_stems: set[str], paper_id: str) -> float:
+        return self.shares(question_stems, paper_id)[0]
 
     def knows(self, word: str) -> bool:
         """"LLM-generated" is known when "LLM" is, "PDEs" when "PDE" is, and a name of four
@@ -165,8 +164,7 @@ class EvidenceModel:
             others = max((h.dense_score for j, h in enumerate(hits) if j != i), default=0.0)
             sentence = max(hit.sentence_scores.values(), default=0.0)
             named = mentions(asked or question, hit.paper.name)
-            coverage = self.vocabulary.coverage(question_stems, hit.paper.paper_id)
-            elsewhere = self.vocabulary.elsewhere(question_stems, hit.paper.paper_id)
+            coverage, elsewhere = self.vocabulary.shares(question_stems, hit.paper.paper_id)
             logit = (w.bias + w.dense * hit.dense_score + w.sentence * sentence + w.coverage * coverage
                      + w.margin * (hit.dense_score - others) + w.unknown_name * unknown + w.elsewhere * elsewhere)
             probability = 1.0 if named else _sigmoid(logit)
