@@ -247,21 +247,41 @@ def repeats_instructions(text: str, system: str) -> bool:
     return any(tuple(words[i : i + _SHINGLE]) in shingles for i in range(len(words) - _SHINGLE + 1))
 
 
-def format_sources(sources: list[Hit]) -> str:
+def excerpt(hit: Hit, keep: int) -> str:
+    """The `keep` sentences of a paper's abstract closest to the question, in the abstract's order
+    (the whole abstract when `keep` is 0 or it has no more): a small model reads less, and what it
+    reads is what answers."""
+    scores = hit.sentence_scores
+    if not keep or len(scores) <= keep:
+        return hit.paper.text
+    best = set(sorted(scores, key=scores.get, reverse=True)[:keep])
+    return " ".join(sentence for sentence in scores if sentence in best)
+
+
+def format_sources(sources: list[Hit], keep: int = 0) -> str:
     return "\n\n".join(
-        prompts.SOURCE.format(n=n, name=hit.paper.name.replace('"', "'"), text=hit.paper.text)
+        prompts.SOURCE.format(n=n, name=hit.paper.name.replace('"', "'"), text=excerpt(hit, keep))
         for n, hit in enumerate(sources, start=1)
     )
 
 
+# One sentence of at most 300 characters: a stop (. ! ? 。！？) ends the text unless a digit follows
+# ("3.8x"); no quote, backslash, bracket, brace, angle bracket or line break inside. Decoding
+# constrained to it closes the text at its first sentence end: a model cannot run two sentences into
+# one "text" (the citation checker would judge only the last against its source), write a "[n]" of
+# its own inside it, or drift into markup or JSON of its own.
+ONE_SENTENCE = r'^([^.!?。！？"\\\[\]{}<>\n\r\t]|[.!?][0-9]){1,300}[.!?。！？]$'
+
+
 def answer_schema(sources: int) -> dict:
     """The reply an endpoint that constrains decoding must produce: whether the sources cover the
-    question, then one to four sentences each with the numbers (1..sources, at least one) of its
-    sources (ignored when not covered: an empty list would let small models say nothing)."""
-    numbers = {"type": "integer", "enum": list(range(1, sources + 1))}
-    sentence = {"type": "object", "additionalProperties": False, "required": ["text", "sources"],
-                "properties": {"text": {"type": "string"},
-                               "sources": {"type": "array", "items": numbers, "minItems": 1}}}
+    question, then one to four sentences, each the number (1..sources) of the source it comes
+    from, then the sentence itself (ignored when not covered: an empty list would let small
+    models say nothing). The number comes first: a model that has picked its source writes the
+    sentence from it."""
+    sentence = {"type": "object", "additionalProperties": False, "required": ["source", "text"],
+                "properties": {"source": {"type": "integer", "enum": list(range(1, sources + 1))},
+                               "text": {"type": "string", "pattern": ONE_SENTENCE}}}
     return {"type": "object", "additionalProperties": False, "required": ["covered", "sentences"],
             "properties": {"covered": {"type": "boolean"},
                            "sentences": {"type": "array", "items": sentence, "minItems": 1, "maxItems": 4}}}
@@ -283,7 +303,7 @@ _ACCEPTED_FORMAT: dict[str, str | None] = {}
 # Complete pieces of a streamed JSON answer, in the schema's key order. No JSON library parses
 # a document as it arrives, so this is hand-written: a sentence is shown once its object closes.
 _COVERED = re.compile(r'"covered"\s*:\s*(true|false)')
-_SENTENCE = re.compile(r'\{\s*"text"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"sources"\s*:\s*\[([\d,\s]*)\]\s*\}')
+_SENTENCE = re.compile(r'\{\s*"source"\s*:\s*(\d+)\s*,\s*"text"\s*:\s*"((?:[^"\\]|\\.)*)"\s*\}')
 
 
 class _Refused(Exception):
@@ -414,7 +434,8 @@ class LLMGenerator:
         return None
 
     def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
-        user = prompts.ANSWER_USER.format(sources=format_sources(sources), question=question)
+        user = prompts.ANSWER_USER.format(sources=format_sources(sources, self.settings.llm_source_sentences),
+                                          question=question)
         reply = self._structured(prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm_max_tokens,
                                  answer_schema(len(sources)))
         if reply is None:
@@ -430,10 +451,9 @@ class LLMGenerator:
                     return
             for sentence in _SENTENCE.finditer(buffer, shown):
                 shown = sentence.end()
-                text = json.loads(f'"{sentence.group(1)}"')
-                numbers = [int(n) for n in re.findall(r"\d+", sentence.group(2))]
-                if text.strip() and numbers:
-                    yield _with_markers(text, numbers)
+                text = json.loads(f'"{sentence.group(2)}"', strict=False)
+                if text.strip():
+                    yield _with_markers(text, [int(sentence.group(1))])
 
     def condense(self, question: str, history: list[dict]) -> str:
         lines = "\n".join(f"{turn['role']}: {turn['content']}" for turn in history[-6:])

@@ -110,16 +110,20 @@ def test_a_follow_up_is_rewritten_by_the_llm_and_a_standalone_question_is_not(lo
 
 def test_a_structured_answer_is_shown_sentence_by_sentence_with_checked_markers(loaded_index, settings):
     reply = json.dumps({"covered": True, "sentences": [
-        {"text": "MedMosaic is a medical audio question-answering dataset.", "sources": [1]},
-        {"text": "It has 46,701 question-answer pairs.", "sources": [1, 4]}]})
+        {"source": 1, "text": "MedMosaic is a medical audio question-answering dataset."},
+        {"source": 1, "text": "It has 46,701 question-answer pairs."},
+        {"source": 9, "text": "Bananas are yellow."}]})
     assistant, client = scripted(loaded_index, settings, [reply[i:i + 9] for i in range(0, len(reply), 9)],
                                  llm_output="json")
     *pieces, answer = list(assistant.stream(MEDMOSAIC))
     assert (answer.generator, answer.fallback, answer.abstained) == ("llm", False, False)
     assert client.calls[0]["response_format"]["type"] == "json_schema"
     schema = client.calls[0]["response_format"]["json_schema"]["schema"]
-    numbers = schema["properties"]["sentences"]["items"]["properties"]["sources"]["items"]["enum"]
+    item = schema["properties"]["sentences"]["items"]
+    assert item["required"] == ["source", "text"] and list(item["properties"]) == ["source", "text"]  # number first
+    numbers = item["properties"]["source"]["enum"]
     assert numbers[0] == 1 and numbers == list(range(1, len(numbers) + 1)) and len(numbers) <= settings.answer_sources
-    assert len(pieces) == 2 and pieces[0].startswith("MedMosaic is a medical audio question-answering dataset [1].")
-    assert markers(answer.text) == [1, 1]  # [4]: not a source here, or not one that supports it: dropped
+    assert len(pieces) == 3 and pieces[0].startswith("MedMosaic is a medical audio question-answering dataset [1].")
+    assert markers(answer.text) == [1, 1]  # [9]: not a source: dropped, its sentence shown unmarked
+    assert "Bananas are yellow." in answer.text
     assert [c.name for c in answer.citations] == ["MedMosaic"]

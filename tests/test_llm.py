@@ -173,17 +173,16 @@ class FaultHandler(BaseHTTPRequestHandler):
     def reply_json(self, request):
         assert request["response_format"]["type"] == "json_schema"
         reply = json.dumps({"covered": True, "sentences": [
-            {"text": "MedMosaic is a medical audio question-answering dataset.", "sources": [1]},
-            {"text": "It benchmarks language and audio reasoning models under realistic clinical constraints.",
-             "sources": [1, 9]}]})
+            {"source": 1, "text": "MedMosaic is a medical audio question-answering dataset."},
+            {"source": 9, "text": "It benchmarks language and audio reasoning models under realistic clinical constraints."}]})
         self.stream([reply[i:i + 7] for i in range(0, len(reply), 7)] + [None])
 
     def reply_json_not_covered(self, request):
-        self.stream([json.dumps({"covered": False, "sentences": [{"text": "Not covered.", "sources": [1]}]}), None])
+        self.stream([json.dumps({"covered": False, "sentences": [{"source": 1, "text": "Not covered."}]}), None])
 
     def reply_drip(self, request):
         """A long structured answer, one sentence every 0.1 s."""
-        sentences = [json.dumps({"text": f"MedMosaic sentence {i}.", "sources": [1]}) for i in range(300)]
+        sentences = [json.dumps({"source": 1, "text": f"MedMosaic sentence {i}."}) for i in range(300)]
         self.stream(['{"covered": true, "sentences": ['] + [f"{s}," for s in sentences] + ["]}", None], pause=0.1)
 
     def log_message(self, *args):
@@ -321,3 +320,19 @@ def test_a_client_that_leaves_mid_stream_frees_its_slot_and_the_llm_connection(f
     assert FaultHandler.client_left.wait(10), "the service kept reading the LLM after its client left"
     FaultHandler.mode = "cite9"
     assert httpx.post(f"{url}/ask", json={"question": "What is MedMosaic?"}).status_code == 502  # a slot is free again
+
+
+def test_a_structured_sentence_is_one_sentence_and_sources_are_excerpted(retriever):
+    """The schema's text pattern closes a "text" at its first sentence end (a decimal goes on), and
+    keeps out quotes, brackets (a "[n]" of the model's own) and markup; each source the LLM reads
+    is its sentences closest to the question, in the abstract's order."""
+    one = re.compile(generation.ONE_SENTENCE)
+    assert one.match("Jacobi Forcing reaches a 3.8x speedup.") and one.match("它是一个医学音频数据集。")
+    for text in ("One claim. Another claim.", "It cites [2].", "No stop", 'A "quoted" word.', "<b>x</b>.", "a" * 301 + "."):
+        assert not one.match(text), text
+    hit = retriever.search("What speedup does Jacobi Forcing report?", 3).hits[0]
+    order = list(hit.sentence_scores)
+    kept = [s for s in order if s in generation.excerpt(hit, 2)]
+    assert len(kept) == 2 and set(kept) == set(sorted(order, key=hit.sentence_scores.get)[-2:])
+    assert generation.excerpt(hit, 0) == hit.paper.text
+    assert generation.excerpt(hit, 2) == " ".join(kept)
