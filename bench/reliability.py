@@ -16,12 +16,12 @@ Prints a table and writes bench/results/reliability.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import signal
 import socket
-import argparse
 import statistics
 import subprocess
 import sys
