@@ -30,7 +30,7 @@ def llama_server():
 
 def llm_settings(settings, url, **extra):
     return settings.model_copy(update={"generator": "llm", "llm_base_url": url, "llm_model": "smollm2",
-                                       "llm_timeout": 120.0, **extra})
+                                       "llm_timeout": 120.0, "llm_source_sentences": 3, **extra})
 
 
 def test_a_real_llm_streams_tokens_or_checked_sentences(llama_server, settings, retriever):
