@@ -310,13 +310,12 @@ class _Refused(Exception):
     """The endpoint refused a structured-output request before answering."""
 
 
-def _with_markers(text: str, numbers: list[int]) -> str:
-    """"A finding." + [1, 2] -> "A finding [1][2]. " (markers before the closing stop, as the
-    citation checker expects them)."""
+def _with_marker(text: str, n: int) -> str:
+    """"A finding." + 1 -> "A finding [1]. " (the marker before the closing stop, as the citation
+    checker expects it)."""
     text = text.strip()
     stop = text[-1] if text and text[-1] in ".!?。！？" else ""
-    markers = "".join(f"[{n}]" for n in dict.fromkeys(numbers))
-    return f"{text[:len(text) - len(stop)].rstrip()} {markers}{stop or '.'} "
+    return f"{text[:len(text) - len(stop)].rstrip()} [{n}]{stop or '.'} "
 
 
 class LLMGenerator:
@@ -453,7 +452,7 @@ class LLMGenerator:
                 shown = sentence.end()
                 text = json.loads(f'"{sentence.group(2)}"', strict=False)
                 if text.strip():
-                    yield _with_markers(text, [int(sentence.group(1))])
+                    yield _with_marker(text, int(sentence.group(1)))
 
     def condense(self, question: str, history: list[dict]) -> str:
         lines = "\n".join(f"{turn['role']}: {turn['content']}" for turn in history[-6:])
