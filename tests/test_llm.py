@@ -16,7 +16,7 @@ from rag.citations import MARKER
 from rag.errors import GeneratorError, GeneratorTimeout
 from rag.generation import LLMGenerator, repeats_instructions
 
-from eval.llm import smollm2_server
+from eval.llm import SMOLLM2_SOURCE_SENTENCES, smollm2_server
 
 from .conftest import Server, free_port, index_env
 
@@ -30,7 +30,8 @@ def llama_server():
 
 def llm_settings(settings, url, **extra):
     return settings.model_copy(update={"generator": "llm", "llm_base_url": url, "llm_model": "smollm2",
-                                       "llm_timeout": 120.0, "llm_source_sentences": 3, **extra})
+                                       "llm_timeout": 120.0,
+                                       "llm_source_sentences": SMOLLM2_SOURCE_SENTENCES, **extra})
 
 
 def test_a_real_llm_streams_tokens_or_checked_sentences(llama_server, settings, retriever):
