@@ -21,9 +21,9 @@ from .corpus import Corpus
 from .errors import RagError
 from .metrics import aggregate, answer_sentences, citation_metrics, keywords_present, ranking_metrics
 
-QUESTION_TYPES = ("name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone")
+QUESTION_TYPES = ("name", "paraphrase", "fact", "multipart", "multi", "unanswerable", "chinese", "followup", "standalone")
 SYSTEMS = ("bm25", "dense", "hybrid")
-SPLITS = {"dev": PROJECT_ROOT / "eval" / "dev.jsonl", "test": PROJECT_ROOT / "eval" / "test.jsonl"}
+SPLITS = {name: PROJECT_ROOT / "eval" / f"{name}.jsonl" for name in ("dev", "test", "test2")}
 LOO_SPLIT = "dev-loo"
 DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
 DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"
