@@ -98,8 +98,12 @@ class ExtractiveWeights(BaseModel):
     definition: float = Field(0.3, ge=0, description="'What is X?' / 'What does X do?': the sentence that introduces X.")
     number: float = Field(0.15, ge=0, description="'How much/many?': a sentence with a number.")
     counted: float = Field(0.25, ge=0, description="...and more when the number counts a word of the question ('18 datasets').")
+    experiments: float = Field(0.2, ge=0, le=1, description="'On which datasets/environments...?': a sentence reporting "
+                               "experiments ('Experiments on MiniGrid and Craftax ...').")
     boilerplate: float = Field(0.3, ge=0, description="'Code is available at...': up for a question about code, down otherwise.")
-    margin: float = Field(0.12, ge=0, le=1, description="Sentences within this score of the best one join the answer.")
+    margin: float = Field(0.16, ge=0, le=1, description="Sentences within this score of the best one join the answer.")
+    new_words: float = Field(0.2, ge=0, le=2, description="Per unit of IDF-weighted question words a sentence adds to those "
+                             "the answer already has: the sentences chosen together answer every part.")
     max_sentences: int = Field(4, ge=1, le=10, description="Sentences in an answer about one or two papers.")
     per_paper: int = Field(2, ge=1, le=5, description="Sentences from one paper at most.")
     max_papers: int = Field(6, ge=1, le=10, description="Papers an answer to 'which papers...?' cites at most, one sentence each.")

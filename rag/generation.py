@@ -43,6 +43,12 @@ _SEVERAL = re.compile(
     r"|哪些[^，。？?]{0,6}?(?:论文|文章|工作|研究)", re.I)
 _HOW_MUCH = re.compile(r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b", re.I)
 _NUMBER = re.compile(r"\d")
+# "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
+# reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
+_WHERE_TESTED = re.compile(
+    r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|environments?|tasks?|domains?|settings?|games?)\b"
+    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b", re.I)
+_EXPERIMENTS = re.compile(r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I)
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
 _DEFINITION = re.compile(r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I)
 _CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
@@ -96,6 +102,7 @@ class Candidate:
     source: int  # the source's number in the answer, from 1
     sentence: str
     score: float
+    asked: frozenset[str] = frozenset()  # the question's words (stems) this sentence contains
 
 
 class ExtractiveGenerator:
@@ -137,6 +144,7 @@ class ExtractiveGenerator:
         w = self.weights
         spread = w.multilingual_spread if multilingual else 1.0
         wants_number = bool(_HOW_MUCH.search(question))
+        wants_experiments = bool(_WHERE_TESTED.search(question))
         wants_code = bool(_CODE_QUESTION.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
@@ -165,10 +173,12 @@ class ExtractiveGenerator:
                     score += spread * w.definition
                 if wants_number and _NUMBER.search(sentence):
                     score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
+                if wants_experiments and _EXPERIMENTS.search(sentence):
+                    score += spread * w.experiments
                 if _BOILERPLATE.search(sentence):
                     # "Code is available at ..." answers a question about code and nothing else.
                     score += w.boilerplate if wants_code else -w.boilerplate
-                candidates.append(Candidate(n, sentence, score))
+                candidates.append(Candidate(n, sentence, score, frozenset(question_stems & sentence_stems[sentence])))
         return sorted(candidates, key=lambda c: -c.score)
 
     def select(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
@@ -187,18 +197,41 @@ class ExtractiveGenerator:
             top = min(c.source for c in candidates)
             lead = next(c for c in candidates if c.source == top)
             candidates.remove(lead)
-            candidates.insert(0, Candidate(lead.source, lead.sentence, max(lead.score, candidates[0].score if candidates else lead.score)))
-        best = candidates[0].score
+            candidates.insert(0, Candidate(lead.source, lead.sentence, max(lead.score, candidates[0].score if candidates else lead.score),
+                                           lead.asked))
+        return self.cover(candidates, multilingual)
+
+    def weight(self, stems: set[str] | frozenset[str]) -> float:
+        """The IDF mass of these word stems (unseen words weigh most)."""
+        return sum(self.idf.get(stem, self.unseen_idf) for stem in stems)
+
+    def cover(self, candidates: list[Candidate], multilingual: bool) -> list[Candidate]:
+        """Sentences that together answer every part of the question: greedily, the best score
+        plus `new_words` times the IDF share of the question's words no chosen sentence has yet
+        ("the two modules ... and the speedup" takes the sentence with the speedup too), while
+        within `margin` of the best sentence's score."""
+        w = self.weights
         spread = w.multilingual_spread if multilingual else 1.0
+        total = self.weight(set().union(*(c.asked for c in candidates))) or 1.0
+        best = candidates[0].score
         chosen: list[Candidate] = []
+        covered: set[str] = set()
         per_paper: dict[int, int] = {}
-        for c in candidates:
-            if len(chosen) == w.max_sentences or c.score < best - w.margin * spread:
+        left = list(candidates)
+
+        def gain(c: Candidate) -> float:
+            return c.score + (w.new_words * self.weight(c.asked - covered) / total if chosen else 0.0)
+
+        while left and len(chosen) < w.max_sentences:
+            pick = max(left, key=gain)
+            if gain(pick) < best - w.margin * spread:
                 break
-            if per_paper.get(c.source, 0) == w.per_paper:
+            left.remove(pick)
+            if per_paper.get(pick.source, 0) == w.per_paper:
                 continue
-            per_paper[c.source] = per_paper.get(c.source, 0) + 1
-            chosen.append(c)
+            per_paper[pick.source] = per_paper.get(pick.source, 0) + 1
+            chosen.append(pick)
+            covered |= pick.asked
         return chosen
 
     def compose(self, question: str, sources: list[Hit]) -> str:
