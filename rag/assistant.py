@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from .citations import Citation, CitationTracker, content_words, lexical_support
 from .config import EvidenceWeights, Settings
 from .corpus import mentions
 from .embedding import is_cjk
-from .evidence import Evidence, EvidenceModel, name_like
+from .evidence import Evidence, EvidenceModel, Missing, name_like, stems
 from .errors import GeneratorError, QueryError
 from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
 from .index import SearchIndex
@@ -36,6 +37,9 @@ def _not_covered(text: str) -> bool:
     return any(p in text.lower() for p in prompts.NOT_COVERED_PATTERNS)
 
 
+Confidence = Literal["high", "low", "none"]
+
+
 @dataclass
 class Answer:
     text: str
@@ -45,12 +49,24 @@ class Answer:
     generator: str
     fallback: bool = False  # the LLM failed and the extractive answer stands in
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per stage
+    # high: the cited papers support what the question asks; low: they are the closest, but
+    # `missing` (a phrase of the question) is in none of them; none: abstained.
+    confidence: Confidence = "high"
+    missing: str | None = None
+    note: str = ""  # the opening sentence that says what is missing (a low answer's), part of `text`
+
+    @property
+    def body(self) -> str:
+        """The answer without its note: what the sources say."""
+        return self.text[len(self.note):].strip() if self.note and self.text.startswith(self.note) else self.text
 
     def to_dict(self) -> dict:
         return {
             "answer": self.text,
             "citations": [c.to_dict() for c in self.citations],
             "abstained": self.abstained,
+            "confidence": self.confidence,
+            "missing": self.missing,
             "query": self.query,
             "generator": self.generator,
             "fallback": self.fallback,
@@ -135,7 +151,33 @@ class Assistant:
 
     def sources(self, retrieval: Retrieval, asked: str) -> list[Hit]:
         """The papers that answer: likely enough, and close to the best one. Empty: abstain."""
+        return self.judge(retrieval, asked)[0]
+
+    def judge(self, retrieval: Retrieval, asked: str) -> tuple[list[Hit], Confidence, Missing | None]:
+        """The papers that answer, how confidently, and the part of `asked` none of them contains.
+
+        Three outcomes from one calibrated probability (the best paper's) and what the papers
+        lack: none below `answer_above` (abstain); high at `high_above` or more when the part of
+        the question the papers lack weighs less than `missing_below`; low otherwise, naming
+        that part. A question whose every word the papers contain has no part to name: high."""
         evidence = self.assess(retrieval, asked)
+        hits = self._sources(retrieval, evidence)
+        if not hits:
+            return [], "none", None
+        w = self.weights(retrieval)
+        missing = None if retrieval.multilingual else self.retriever.vocabulary.missing(
+            asked, [hit.paper.paper_id for hit in hits], self.naming(hits, asked))
+        best = max(e.probability for e in evidence)
+        if missing is None or (best >= w.high_above and missing.share < w.missing_below):
+            return hits, "high", None
+        return hits, "low", missing
+
+    @staticmethod
+    def naming(hits: list[Hit], asked: str) -> set[str]:
+        """The stems of the paper names the question uses: they pick the paper, not what is asked of it."""
+        return {stem for hit in hits if mentions(asked, hit.paper.name) for stem in stems(hit.paper.name)}
+
+    def _sources(self, retrieval: Retrieval, evidence: list[Evidence]) -> list[Hit]:
         best = max((e.probability for e in evidence), default=0.0)
         if best < self.weights(retrieval).answer_above:
             return []
@@ -199,7 +241,7 @@ class Assistant:
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
 
         mark = time.perf_counter()
-        sources = self.sources(retrieval, question)
+        sources, confidence, missing = self.judge(retrieval, question)
         extract_for = query  # what the extractive generator picks sentences for
         if alone is not None and retrieval is not alone:
             # A follow-up: its papers come from the conversation, its sentences from the question.
@@ -211,9 +253,13 @@ class Assistant:
             yield text
             timings["generate"] = (time.perf_counter() - mark) * 1000
             timings["total"] = (time.perf_counter() - started) * 1000
-            yield self._observed(Answer(text, [], True, query, self.generator.name, timings=timings))
+            yield self._observed(Answer(text, [], True, query, self.generator.name, timings=timings, confidence="none"))
             return
 
+        note = prompts.NOT_FOUND.format(phrase=missing.phrase) if missing else ""
+        if note:
+            timings["first_piece"] = (time.perf_counter() - started) * 1000
+            yield note + " "
         generator, fallback = self.generator, False
         tracker = CitationTracker(sources, self.support, self.settings.support_threshold)
         pieces: list[str] = []
@@ -242,12 +288,15 @@ class Assistant:
         text = "".join(pieces).strip()
         abstained = not tracker.citations and (not text or _not_covered(text))
         if abstained:
-            text = self.abstention(retrieval.hits)
+            text, confidence, missing, note = self.abstention(retrieval.hits), "none", None, ""
         elif fallback:
             text = f"{text} {prompts.FALLBACK_NOTE}"
+        if note:
+            text = f"{note} {text}"
         timings["generate"] = (time.perf_counter() - mark) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
-        yield self._observed(Answer(text, tracker.citations, abstained, query, generator.name, fallback, timings))
+        yield self._observed(Answer(text, tracker.citations, abstained, query, generator.name, fallback, timings,
+                                    confidence, missing.phrase if missing else None, note))
 
     def _observed(self, answer: Answer) -> Answer:
         if self.observer is not None:

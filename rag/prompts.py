@@ -54,6 +54,8 @@ NOT_COVERED_PATTERNS = (
     "not mentioned",
 )
 
+# A low-confidence answer's first sentence: the part of the question its papers lack, then what they say.
+NOT_FOUND = 'None of these abstracts mentions "{phrase}"; the closest of them say:'
 ABSTAIN = "The ICML 2026 abstracts here do not cover this question."
 ABSTAIN_CLOSEST = " The closest papers are {names}."
 FALLBACK_NOTE = "(No usable answer came from the language model; this one was extracted from the abstracts.)"

@@ -47,8 +47,9 @@ def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
 
     @server.tool()
     async def ask(question: Query) -> dict[str, Any]:
-        """A short answer with numbered citations [n] to the papers it comes from, or an abstention when
-        no abstract covers the question (`abstained` true)."""
+        """A short answer with numbered citations [n] to the papers it comes from, and its `confidence`:
+        high (the cited papers support it), low (the closest papers; `missing` names the part of the
+        question none of them contains) or none (an abstention: no abstract covers the question)."""
         answer = await call(lambda ready: ready.ask(question, [], None))
         return answer.to_dict()
 

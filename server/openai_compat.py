@@ -193,7 +193,8 @@ def answer_completion(answer: Answer, page_url: str) -> tuple[str, dict]:
     """(the content, the extra fields) of a completion that carries an answer."""
     content = answer.text + sources_text(answer)
     return content, {"notes": annotations(answer, content, page_url),
-                     "citations": [c.to_dict() for c in answer.citations], "abstained": answer.abstained}
+                     "citations": [c.to_dict() for c in answer.citations], "abstained": answer.abstained,
+                     "confidence": answer.confidence, "missing": answer.missing}
 
 
 class ChunkWriter:
@@ -237,7 +238,8 @@ class ChunkWriter:
         out = self.text(tail) if tail else ""
         notes = annotations(answer, self.content, page_url)
         return out + self.chunk({"annotations": notes} if notes else {}, "stop",
-                                citations=[c.to_dict() for c in answer.citations], abstained=answer.abstained)
+                                citations=[c.to_dict() for c in answer.citations], abstained=answer.abstained,
+                                confidence=answer.confidence, missing=answer.missing)
 
     def whole(self, content: str) -> str:
         """A reply known in full (a background task's JSON, a continuation with nothing to add)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
@@ -92,6 +92,10 @@ class AskResponse(BaseModel):
     answer: str
     citations: list[CitationOut]
     abstained: bool
+    confidence: Literal["high", "low", "none"] = Field(
+        description="high: the cited papers support what the question asks; low: they are the closest papers, but "
+        "`missing` (a phrase of the question) is in none of them, as the answer's first sentence says; none: abstained.")
+    missing: str | None = Field(None, description="The part of the question no cited abstract contains (low answers).")
     query: str
     generator: str
     fallback: bool

@@ -93,6 +93,38 @@ def test_questions_next_to_the_corpus_abstain(assistant, question):
     assert answer.abstained and answer.citations == [], answer.text
 
 
+# Next to a paper but asking what it does not do (another modality, another task): answered with
+# low confidence, the part no cited abstract contains named first. Written for this test.
+PARTLY_COVERED = [
+    "Which paper uses rotary position embeddings for speech recognition?",
+    "Does MedMosaic include dermatology photographs?",
+    "What does Spiral RoPE report on audio classification?",
+]
+
+
+@pytest.mark.parametrize("question", PARTLY_COVERED)
+def test_a_question_partly_covered_is_answered_low_naming_what_is_missing(assistant, question):
+    from rag.evidence import stems
+
+    answer = assistant.ask(question)
+    assert (answer.confidence, answer.abstained) == ("low", False) and answer.citations, answer.text
+    assert answer.missing and answer.missing in question
+    assert answer.text.startswith(answer.note) and f'"{answer.missing}"' in answer.note
+    # no cited abstract contains the part named: one of its words is in none of them
+    assert any(not stems(word) <= stems(c.text) for c in answer.citations for word in answer.missing.split())
+    assert all(any(not stems(word) <= stems(c.text) for word in answer.missing.split()) for c in answer.citations)
+    check_markers(answer)
+    assert answer.to_dict()["confidence"] == "low" and answer.to_dict()["missing"] == answer.missing
+
+
+def test_covered_questions_are_high_and_off_corpus_ones_none(assistant):
+    covered = assistant.ask("What speedup does Jacobi Forcing report?")
+    assert (covered.confidence, covered.missing, covered.note) == ("high", None, "")
+    assert covered.body == covered.text
+    off = assistant.ask("What is the capital of France?")
+    assert (off.confidence, off.abstained, off.missing) == ("none", True, None)
+
+
 def test_one_fact_answers_lead_with_the_fact(assistant):
     for question, fact in [("What speedup does Jacobi Forcing report?", "3.8"),
                            ("How many question-answer pairs does MedMosaic contain?", "46,701"),

@@ -95,7 +95,7 @@ def test_ask_prints_the_answer_and_numbered_sources(env):
     out = rag("ask", "What speedup does Jacobi Forcing report?", env=env)
     assert out.returncode == 0, out.stderr
     assert "3.8" in out.stdout and "[1]" in out.stdout
-    assert "Sources:\n  [1] Jacobi Forcing" in out.stdout
+    assert "Sources:\n  [1] Jacobi Forcing" in out.stdout and "Confidence: high" in out.stdout
 
 
 def test_ask_json_follow_up_and_stream(env):
@@ -103,6 +103,7 @@ def test_ask_json_follow_up_and_stream(env):
               env=env)
     body = json.loads(out.stdout)
     assert body["citations"][0]["name"] == "Jacobi Forcing" and "Jacobi Forcing" in body["query"]
+    assert body["confidence"] == "high"
     out = rag("ask", "What is MedMosaic?", "--stream", env=env)
     assert out.returncode == 0 and "MedMosaic" in out.stdout and "Sources:" in out.stdout
 

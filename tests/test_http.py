@@ -26,6 +26,7 @@ def test_ask_answers_with_citations(server_url):
     assert response.status_code == 200
     body = response.json()
     assert not body["abstained"] and "3.8" in body["answer"]
+    assert (body["confidence"], body["missing"]) == ("high", None)
     assert body["citations"][0]["name"] == "Jacobi Forcing" and body["citations"][0]["n"] == 1
     assert set(body["timings"]) >= {"retrieve", "generate", "total"}
 
@@ -55,7 +56,19 @@ def test_ask_with_history_and_an_off_corpus_question(server_url):
                       timeout=60).json()
     assert body["citations"][0]["name"] == "Jacobi Forcing"
     body = httpx.post(f"{server_url}/ask", json={"question": "Who won the 2022 FIFA World Cup?"}, timeout=60).json()
-    assert body["abstained"] and body["citations"] == []
+    assert body["abstained"] and body["citations"] == [] and body["confidence"] == "none"
+
+
+def test_a_partly_covered_question_is_answered_low_in_json_and_in_the_stream(server_url):
+    question = "Does MedMosaic include dermatology photographs?"
+    body = httpx.post(f"{server_url}/ask", json={"question": question}, timeout=60).json()
+    assert (body["confidence"], body["abstained"]) == ("low", False) and body["citations"]
+    assert body["missing"] in question and body["answer"].startswith(f'None of these abstracts mentions "{body["missing"]}"')
+    done = None
+    with httpx.stream("POST", f"{server_url}/ask", json={"question": question, "stream": True}, timeout=60) as response:
+        lines = list(response.iter_lines())
+    done = json.loads(lines[lines.index("event: done") + 1][6:])
+    assert (done["confidence"], done["missing"], done["answer"]) == ("low", body["missing"], body["answer"])
 
 
 def test_papers_list_and_one_paper(server_url):

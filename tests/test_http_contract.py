@@ -80,6 +80,11 @@ def test_the_openai_client_non_streaming(server):
     assert "3.8" in text and "[1]" in text
     assert text.rstrip().endswith("[1] Jacobi Forcing (paper bf7c34110fa6)")
     assert reply.model_extra["citations"][0]["name"] == "Jacobi Forcing"
+    assert reply.model_extra["confidence"] == "high"
+    low = client.chat.completions.create(model="icml-rag", messages=[
+        {"role": "user", "content": "Does MedMosaic include dermatology photographs?"}])
+    assert low.model_extra["confidence"] == "low"
+    assert low.choices[0].message.content.startswith(f'None of these abstracts mentions "{low.model_extra["missing"]}"')
 
 
 def test_the_openai_client_streaming_with_history(server):
@@ -96,6 +101,7 @@ def test_the_openai_client_streaming_with_history(server):
     assert len(chunks) > 5 and "3.8" in text and "Sources:\n[1] Jacobi Forcing" in text
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert chunks[-1].model_extra["citations"][0]["name"] == "Jacobi Forcing"
+    assert chunks[-1].model_extra["confidence"] == "high"
 
 
 def test_the_openapi_page_has_every_route_with_examples(server):

@@ -47,6 +47,7 @@ async def exercise(session: ClientSession) -> None:
 
     answer = (await session.call_tool("ask", {"question": "What speedup does Jacobi Forcing report?"})).structured_content
     assert "3.8" in answer["answer"] and "[1]" in answer["answer"] and not answer["abstained"]
+    assert answer["confidence"] == "high"
     assert answer["citations"][0]["name"] == "Jacobi Forcing"
 
     paper_id = results[0]["paper_id"]

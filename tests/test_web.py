@@ -64,6 +64,23 @@ def test_an_off_corpus_question_shows_an_abstention_not_an_error(chat: Page):
     expect(answer.locator(".body")).to_contain_text("do not cover this question")
 
 
+def test_the_three_outcomes_look_different(chat: Page):
+    high = ask(chat, "What speedup does Jacobi Forcing report?")
+    expect(high).to_have_attribute("data-confidence", "high")
+    expect(high.locator(".coverage")).to_be_hidden()
+    low = ask(chat, "Does MedMosaic include dermatology photographs?")
+    expect(low).to_have_attribute("data-confidence", "low")
+    expect(low.locator(".coverage")).to_be_visible()
+    expect(low.locator(".coverage")).to_have_text("Partly covered: the closest papers, not an exact answer.")
+    expect(low.locator(".body")).to_contain_text("None of these abstracts mentions")
+    expect(low.locator(".sources li")).to_have_text(["MedMosaic"])
+    none = ask(chat, "How do I bake sourdough bread?")
+    expect(none).to_have_attribute("data-confidence", "none")
+    expect(none.locator(".coverage")).to_have_text("Not covered by these abstracts.")
+    ARTIFACTS.mkdir(exist_ok=True)
+    chat.screenshot(path=str(ARTIFACTS / "confidence.png"), full_page=True)
+
+
 def test_server_errors_show_a_message_and_the_page_keeps_working(chat: Page):
     chat.route("**/ask", lambda route: route.fulfill(
         status=500, content_type="application/json",

@@ -178,6 +178,19 @@ function showPaper(paper, snippet) {
   text.querySelector("mark")?.scrollIntoView({ block: "center" });
 }
 
+// A note above an answer the abstracts do not fully cover (low) or do not cover at all (none).
+function showConfidence(turn, confidence, missing) {
+  turn.dataset.confidence = confidence;
+  const note = turn.querySelector(".coverage");
+  note.hidden = confidence === "high";
+  if (confidence === "low") {
+    note.textContent = "Partly covered: the closest papers, not an exact answer.";
+    note.title = `No cited abstract mentions “${missing}”`;
+  } else if (confidence === "none") {
+    note.textContent = "Not covered by these abstracts.";
+  }
+}
+
 // -- asking ------------------------------------------------------------------------------
 
 function busy(on) {
@@ -207,6 +220,7 @@ async function ask(question) {
         renderAnswer(turn, data.answer, data.citations);
         renderSources(turn, data.citations);
         turn.classList.toggle("abstained", data.abstained);
+        showConfidence(turn, data.confidence, data.missing);
         state.history.push({ role: "user", content: question }, { role: "assistant", content: data.answer });
         state.history = state.history.slice(-20);
       } else if (event === "error") {
