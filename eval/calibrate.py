@@ -9,9 +9,12 @@ multilingual set is small and its cosines vary little, so its probabilities are 
 `answer_above` is the cross-validated probability under which 3 % of the answerable dev
 questions would be refused. A third regression, on the dev questions that ask for several
 papers, says which retrieved papers belong in their answer (`SeveralWeights`, cited above 0.5).
-Prints the settings to put in rag/config.py.
+Then `high_above` and `missing_below`, which split answers into high and low confidence: the
+pair under which at most 5 % of the written off-corpus questions of the tuning splits get a
+high answer and the most answerable ones a high answer citing a gold paper (for the weights
+already in the settings). Prints the settings to put in rag/config.py.
 
-    .venv/bin/python eval/calibrate.py
+    .venv/bin/python eval/calibrate.py [SPLITS]   # tuning splits for the confidence, default dev
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from rag.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E
 from rag.generation import asks_for_several  # noqa: E402
 from rag.store import load_index  # noqa: E402
 
-FALSE_ABSTENTION = 0.03  # the issue's ceiling on abstaining on an answerable question
+FALSE_ABSTENTION = 0.03  # the ceiling on abstaining on an answerable question
+OFF_CORPUS_HIGH = 0.05  # the ceiling on answering a written off-corpus question with high confidence
+HIGH_ABOVE = np.round(np.arange(0.1, 0.96, 0.05), 2)  # the grid searched for high_above ...
+MISSING_BELOW = np.round(np.arange(0.1, 0.61, 0.02), 2)  # ... and for missing_below
 
 
 def examples(settings: Settings):
@@ -123,8 +129,52 @@ def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -
           f"recall {recall:.3f} ({len(questions)} questions)")
 
 
+def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
+    """Per question of the tuning splits: its best paper's probability and the share of the
+    question its papers lack, under the weights in `settings`, and whether it is answerable
+    and its answer cites a gold paper."""
+    index = load_index(settings)
+    seeing = Assistant(index, settings)
+    rows = []
+    for split in splits:
+        for q in load_questions(SPLITS[split], index.corpus):
+            retrieval = seeing.retrieve(*seeing.condense(q["question"], q["history"]))
+            evidence = seeing.assess(retrieval, q["question"])
+            hits = seeing.sources(retrieval, q["question"])
+            missing = None if retrieval.multilingual or not hits else seeing.retriever.vocabulary.missing(
+                q["question"], [h.paper.paper_id for h in hits], seeing.naming(hits, q["question"]))
+            rows.append({"answered": bool(hits), "multilingual": retrieval.multilingual, "answerable": bool(q["gold"]),
+                         "gold_cited": bool(set(q["gold"]) & {h.paper.paper_id for h in hits}),
+                         "best": max((e.probability for e in evidence), default=0.0),
+                         "missing": missing.share if missing else None})
+    return rows
+
+
+def confidence_thresholds(rows: list[dict]) -> tuple[float, float, float, float]:
+    """(high_above, missing_below, off-corpus high, answerable high with a gold paper cited):
+    the pair of the grid under which the most answerable questions get a confident answer
+    citing a gold paper while at most OFF_CORPUS_HIGH of the written off-corpus ones do."""
+    english = [r for r in rows if not r["multilingual"]]
+    off = [r for r in english if not r["answerable"]]
+    answerable = [r for r in english if r["answerable"]]
+    best = (1.0, 0.0, 0.0, 0.0)  # nothing is high: the fallback when no pair meets the ceiling
+    for high_above in HIGH_ABOVE:
+        for missing_below in MISSING_BELOW:
+            def high(r: dict, high_above: float = high_above, missing_below: float = missing_below) -> bool:
+                return r["answered"] and (r["missing"] is None or (r["best"] >= high_above and r["missing"] < missing_below))
+
+            off_high = sum(map(high, off)) / max(1, len(off))
+            right = sum(high(r) and r["gold_cited"] for r in answerable) / max(1, len(answerable))
+            if off_high <= OFF_CORPUS_HIGH and right > best[3]:
+                best = (float(high_above), float(missing_below), off_high, right)
+    return best
+
+
 def main() -> None:
-    rows = examples(Settings(generator="extractive"))
+    splits = sys.argv[1].split(",") if len(sys.argv) > 1 else ["dev"]
+    settings = Settings(generator="extractive")
+    high_above, missing_below, off_high, right = confidence_thresholds(confidence_examples(settings, splits))
+    rows = examples(settings)
     print("EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):")
     for family in ("english", "multilingual"):
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
@@ -132,7 +182,12 @@ def main() -> None:
         threshold = threshold_for(subset, predicted)
         report(subset, predicted, threshold)
         weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef))
-        print(f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f})")
+        # Another script's words cannot be looked up in English abstracts: high or none.
+        confident = (f"high_above={high_above:.2f}, missing_below={missing_below:.2f}" if family == "english"
+                     else f"high_above={threshold:.2f}, missing_below=1.00")
+        print(f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f}, {confident})")
+    print(f"  confidence on {'+'.join(splits)} (the weights in the settings): off-corpus answered high {off_high:.3f}, "
+          f"answerable answered high citing a gold paper {right:.3f}")
     several = [r for r in rows if r["several"] and not r["multilingual"]]
     for question in {r["question"] for r in several}:  # the paper the evidence model likes best is always cited
         own = [r for r in several if r["question"] == question]

@@ -37,6 +37,9 @@ HEADLINE = {
     "fact_lead_accuracy": "fact keyword in 1st sentence",
     "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
     "false_abstention": "false abstention", "dangling_markers": "dangling markers",
+    "multi_fact_keyword_accuracy": "keyword acc. 2+ facts",
+    "off_corpus_high": "off-corpus: high", "off_corpus_low": "off-corpus: low",
+    "answerable_high_gold": "answerable: high, gold cited", "answerable_low": "answerable: low",
     "llm_own_share": "LLM's own answers (no fallback)",
 }
 COUNTS = {"dangling_markers"}  # a count, not a share: in the tables, not on the plot
@@ -101,9 +104,12 @@ def leave_one_out(questions: list[dict]) -> list[dict]:
 
 
 def evaluate_question(assistant, q: dict) -> dict:
+    """One question's record. Citations and keywords are judged on the answer's body: a low
+    answer's note quotes the question, which neither cites nor answers."""
     answer = assistant.ask(q["question"], q["history"])
     ranking = [h.paper.paper_id for h in assistant.retriever.search(answer.query, 10).hits]
     citations = [c.to_dict() for c in answer.citations]
+    body = answer.body
     return {
         "id": q["id"],
         "type": q["type"],
@@ -114,10 +120,12 @@ def evaluate_question(assistant, q: dict) -> dict:
         "retrieval": ranking_metrics(ranking, q["gold"]),
         "answer": answer.text,
         "cited": [c["paper_id"] for c in citations],
-        "citations": citation_metrics(answer.text, citations, q["gold"], assistant.settings.support_threshold),
-        "keywords_ok": keywords_present(answer.text, q["answer_keywords"]),
-        "lead_keywords_ok": keywords_present((answer_sentences(answer.text) or [""])[0], q["answer_keywords"]),
+        "citations": citation_metrics(body, citations, q["gold"], assistant.settings.support_threshold),
+        "keywords_ok": keywords_present(body, q["answer_keywords"]),
+        "lead_keywords_ok": keywords_present((answer_sentences(body) or [""])[0], q["answer_keywords"]),
         "abstained": answer.abstained,
+        "confidence": answer.confidence,
+        "missing": answer.missing,
         "generator": answer.generator,
         "fallback": answer.fallback,
         "timings": answer.timings,
@@ -187,6 +195,10 @@ def failures(records: list[dict]) -> list[dict]:
             reasons.append(f"cited {len(set(r['gold']) & set(r['cited']))} of {len(r['gold'])} gold papers")
         if r["citations"].get("dangling"):
             reasons.append("dangling marker")
+        if not r["gold"] and r.get("confidence") == "high":
+            reasons.append("off-corpus answered with high confidence")
+        if r["gold"] and r.get("confidence") == "low":
+            reasons.append(f"answered low (missing: {r['missing']})")
         if reasons:
             out.append({"id": r["id"], "type": r["type"], "question": r["question"], "why": "; ".join(reasons),
                         "answer": r["answer"]})
@@ -253,8 +265,9 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     splits = list(report["splits"])
-    fig, axes = plt.subplots(len(splits), 1, figsize=(12, 3.8 * len(splits)), squeeze=False)
-    for ax, split in zip(axes[:, 0], splits):
+    fig, axes = plt.subplots(len(splits) + 1, 1, figsize=(12, 3.8 * (len(splits) + 1)), squeeze=False)
+    outcomes(report, axes[-1, 0])
+    for ax, split in zip(axes[:-1, 0], splits):
         systems = report["splits"][split]["systems"]
         keys = [k for k in HEADLINE if k not in COUNTS and any(systems[s]["overall"][k] is not None for s in systems)]
         width = 0.8 / len(systems)
@@ -269,6 +282,35 @@ def plot(report: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def outcomes(report: dict, ax) -> None:
+    """Stacked bars: how the off-corpus and the answerable questions of each split ended, for the
+    served system (hybrid) when it was evaluated, else the last one."""
+    labels, rows = [], []
+    for split, systems in report["splits"].items():
+        system = "hybrid" if "hybrid" in systems["systems"] else list(systems["systems"])[-1]
+        f = systems["systems"][system]["overall"]
+        if f["abstention_recall"] is not None:
+            labels.append(f"{split} {system}: off-corpus")
+            rows.append([f["off_corpus_high"], f["off_corpus_low"], f["abstention_recall"], 0.0])
+        if f["false_abstention"] is not None:
+            labels.append(f"{split} {system}: answerable")
+            high_gold = f["answerable_high_gold"]
+            rows.append([high_gold, f["answerable_low"], f["false_abstention"],
+                         max(0.0, 1 - high_gold - f["answerable_low"] - f["false_abstention"])])
+    left = [0.0] * len(rows)
+    for i, (name, colour) in enumerate([("high", "tab:green"), ("low", "tab:orange"), ("none (abstained)", "tab:grey"),
+                                        ("high, no gold cited", "tab:red")]):
+        widths = [row[i] or 0.0 for row in rows]
+        ax.barh(range(len(rows)), widths, left=left, color=colour, label=name)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_title("Outcomes: confidence of the answers to off-corpus and to answerable questions")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8)
 
 
 def write_report(report: dict, reports_dir: Path) -> Path:

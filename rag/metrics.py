@@ -89,6 +89,11 @@ def _ratio(numerator: int, denominator: int) -> float | None:
 KEYWORD_TYPES = ("fact", "name", "followup")
 
 
+def _confidence(record: dict) -> str:
+    """A record's outcome; records of reports written before graded answers count as 'high'."""
+    return record.get("confidence", "none" if record["abstained"] else "high")
+
+
 def aggregate(records: list[dict]) -> dict:
     """The figures for one system over `records` (each from `evaluation.evaluate_question`)."""
     answerable = [r for r in records if r["gold"]]
@@ -113,6 +118,15 @@ def aggregate(records: list[dict]) -> dict:
         "keyword_accuracy": _mean(float(r["keywords_ok"]) for r in with_keywords),
         "fact_keyword_accuracy": _mean(float(r["keywords_ok"]) for r in specific),
         "fact_lead_accuracy": _mean(float(r.get("lead_keywords_ok", False)) for r in specific),
+        # Questions that ask for two or more facts: every one must be in the answer.
+        "multi_fact_keyword_accuracy": _mean(float(r["keywords_ok"]) for r in with_keywords if len(r["keywords"]) >= 2),
+        # The three outcomes (high, low, none) of off-corpus and of answerable questions; the
+        # rest of each is abstention_recall and false_abstention.
+        "off_corpus_high": _ratio(sum(_confidence(r) == "high" for r in unanswerable), len(unanswerable)),
+        "off_corpus_low": _ratio(sum(_confidence(r) == "low" for r in unanswerable), len(unanswerable)),
+        "answerable_high_gold": _ratio(sum(_confidence(r) == "high" and bool(set(r["gold"]) & set(r["cited"]))
+                                           for r in answerable), len(answerable)),
+        "answerable_low": _ratio(sum(_confidence(r) == "low" for r in answerable), len(answerable)),
         "multi_citation_recall": _mean(r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"),
         "dangling_markers": sum(r["citations"].get("dangling", 0) for r in answered),
         "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),

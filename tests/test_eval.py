@@ -99,6 +99,25 @@ def test_the_embedded_defaults_stay_above_the_recorded_floors_on_test(report):
     assert below_floors(report) == []
 
 
+def test_every_low_answer_names_a_part_of_the_question_no_cited_abstract_contains(report, corpus):
+    from rag.evidence import stems
+
+    low = [r for r in report["splits"]["test2"]["records"]["hybrid"] if r["confidence"] == "low"]
+    assert low, "test2 has questions only partly covered"
+    for r in low:
+        assert r["missing"] and r["missing"] in r["question"] and r["cited"]
+        assert r["answer"].startswith(f'None of these abstracts mentions "{r["missing"]}"')
+        for pid in r["cited"]:
+            assert any(not stems(word) <= stems(corpus.get(pid).text) for word in r["missing"].split()), (r["id"], pid)
+
+
+def test_the_outcomes_add_up(report):
+    for split in report["splits"].values():
+        for figures in (system["overall"] for system in split["systems"].values()):
+            assert figures["off_corpus_high"] + figures["off_corpus_low"] + figures["abstention_recall"] == pytest.approx(1)
+            assert figures["answerable_high_gold"] + figures["answerable_low"] + figures["false_abstention"] <= 1 + 1e-9
+
+
 def test_the_report_shows_dev_and_test_side_by_side_with_a_plot(report, tmp_path):
     assert list(report["splits"]) == ["dev", "test", "test2"]
     assert all(set(split["systems"]) == {"bm25", "dense", "hybrid"} for split in report["splits"].values())
