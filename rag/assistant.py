@@ -20,8 +20,8 @@ from .citations import Citation, CitationTracker, content_words, lexical_support
 from .config import EvidenceWeights, Settings
 from .corpus import mentions
 from .embedding import is_cjk
-from .evidence import Evidence, EvidenceModel, Missing, name_like, stems
 from .errors import GeneratorError, QueryError
+from .evidence import Evidence, EvidenceModel, Missing, name_like, stems
 from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
 from .index import SearchIndex
 from .retrieval import Hit, Retrieval, Retriever
@@ -58,7 +58,7 @@ class Answer:
     @property
     def body(self) -> str:
         """The answer without its note: what the sources say."""
-        return self.text[len(self.note):].strip() if self.note and self.text.startswith(self.note) else self.text
+        return self.text[len(self.note) :].strip() if self.note and self.text.startswith(self.note) else self.text
 
     def to_dict(self) -> dict:
         return {
@@ -75,8 +75,14 @@ class Answer:
 
 
 class Assistant:
-    def __init__(self, index: SearchIndex, settings: Settings, generator: Generator | None = None,
-                 exclude: Collection[str] = (), observer: Callable[[Answer], None] | None = None):
+    def __init__(
+        self,
+        index: SearchIndex,
+        settings: Settings,
+        generator: Generator | None = None,
+        exclude: Collection[str] = (),
+        observer: Callable[[Answer], None] | None = None,
+    ):
         """`exclude`: paper ids to act as if absent (leave-one-out calibration); `observer`: called
         with every final Answer (the service counts outcomes for /metrics)."""
         self.index = index
@@ -85,7 +91,11 @@ class Assistant:
         self.retriever = Retriever(index, settings, exclude)
         texts = index.sentence_texts()
         self.generator = generator or make_generator(settings, texts)
-        self.extractive = self.generator if isinstance(self.generator, ExtractiveGenerator) else ExtractiveGenerator(texts, settings.extractive)
+        self.extractive = (
+            self.generator
+            if isinstance(self.generator, ExtractiveGenerator)
+            else ExtractiveGenerator(texts, settings.extractive)
+        )
         self.evidence = EvidenceModel(self.retriever.vocabulary, settings.evidence)
 
     # -- follow-ups ---------------------------------------------------------------------------
@@ -136,15 +146,18 @@ class Assistant:
 
     def retrieve(self, query: str, alone: Retrieval | None, k: int | None = None) -> Retrieval:
         """The retrieval for the query `condense` chose (the question's own when it stood alone)."""
-        return alone if alone is not None and alone.query == query else self.retriever.search(query, k or self.settings.k)
+        return (
+            alone if alone is not None and alone.query == query else self.retriever.search(query, k or self.settings.k)
+        )
 
     # -- evidence -----------------------------------------------------------------------------
 
     def assess(self, retrieval: Retrieval, asked: str) -> list[Evidence]:
         """Evidence for the papers an answer may use (the first `answer_sources` hits); `asked`: the
         user's own question, whose named papers count as named (not those a follow-up borrowed)."""
-        return self.evidence.assess(retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual,
-                                    asked)
+        return self.evidence.assess(
+            retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual, asked
+        )
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
         return self.evidence.weights(retrieval.multilingual)
@@ -165,8 +178,13 @@ class Assistant:
         if not hits:
             return [], "none", None
         w = self.weights(retrieval)
-        missing = None if retrieval.multilingual else self.retriever.vocabulary.missing(
-            asked, [hit.paper.paper_id for hit in hits], self.naming(hits, asked))
+        missing = (
+            None
+            if retrieval.multilingual
+            else self.retriever.vocabulary.missing(
+                asked, [hit.paper.paper_id for hit in hits], self.naming(hits, asked)
+            )
+        )
         best = max(e.probability for e in evidence)
         if missing is None or (best >= w.high_above and missing.share < w.missing_below):
             return hits, "high", None
@@ -189,8 +207,11 @@ class Assistant:
             # to `at_least`, each only if it could answer on its own (answer_above).
             likeliest = sorted(range(len(evidence)), key=lambda i: -belongs[i])[: rules.at_least]
             floor = self.weights(retrieval).answer_above
-            return [hit for i, (hit, e, p) in enumerate(zip(retrieval.hits, evidence, belongs))
-                    if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)]
+            return [
+                hit
+                for i, (hit, e, p) in enumerate(zip(retrieval.hits, evidence, belongs))
+                if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)
+            ]
         share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
         return [hit for hit, e in zip(retrieval.hits, evidence) if e.probability >= share * best]
 
@@ -295,8 +316,20 @@ class Assistant:
             text = f"{note} {text}"
         timings["generate"] = (time.perf_counter() - mark) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
-        yield self._observed(Answer(text, tracker.citations, abstained, query, generator.name, fallback, timings,
-                                    confidence, missing.phrase if missing else None, note))
+        yield self._observed(
+            Answer(
+                text,
+                tracker.citations,
+                abstained,
+                query,
+                generator.name,
+                fallback,
+                timings,
+                confidence,
+                missing.phrase if missing else None,
+                note,
+            )
+        )
 
     def _observed(self, answer: Answer) -> Answer:
         if self.observer is not None:

@@ -7,8 +7,8 @@ so `chunk_size` counts the word pieces the model sees and no text is cut off at 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter

@@ -10,8 +10,8 @@ that sentence waits until the sentence ends and its markers have been checked.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;\-–]|and)\s*\d{1,3})*)\s*\]")
 _RUN = re.compile(rf"{MARKER.pattern}(?:\s*{MARKER.pattern})*")  # [1][2] and [1] [2, 3] cite together
@@ -63,8 +63,14 @@ class Citation:
     code_url: str | None = None
 
     def to_dict(self) -> dict:
-        return {"n": self.n, "paper_id": self.paper_id, "name": self.name, "text": self.text,
-                "snippet": self.snippet, "code_url": self.code_url}
+        return {
+            "n": self.n,
+            "paper_id": self.paper_id,
+            "name": self.name,
+            "text": self.text,
+            "snippet": self.snippet,
+            "code_url": self.code_url,
+        }
 
 
 @dataclass
@@ -89,7 +95,7 @@ class CitationTracker:
         out = []
         text, start = self._pending + piece, 0
         for end in _SENTENCE_END.finditer(text):  # one pass, not re-slicing: linear in the answer
-            out.append(self._resolve(text[start:end.end()]))
+            out.append(self._resolve(text[start : end.end()]))
             self._held, self._released, start = False, "", end.end()
         rest = text[start:]
         self._held = self._held or "[" in rest
@@ -136,7 +142,7 @@ class CitationTracker:
                 new = checked[number]
                 if new is not None and new not in kept:
                     kept.append(new)
-            before, after = held[pos:run.start()], held[run.end():run.end() + 1]
+            before, after = held[pos : run.start()], held[run.end() : run.end() + 1]
             if not kept and (not after or after.isspace() or after in ".,;:!?"):
                 before = before.rstrip()  # "holds [9]." -> "holds."
             texts[-1].append(before)
@@ -160,8 +166,14 @@ class CitationTracker:
             self._renumber[number] = len(self._renumber) + 1
             paper = hit.paper
             self.citations.append(
-                Citation(self._renumber[number], paper.paper_id, paper.name, paper.text, snippet,
-                         getattr(paper, "code_url", None))
+                Citation(
+                    self._renumber[number],
+                    paper.paper_id,
+                    paper.name,
+                    paper.text,
+                    snippet,
+                    getattr(paper, "code_url", None),
+                )
             )
         return self._renumber[number]
 

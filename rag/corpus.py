@@ -230,7 +230,7 @@ def _candidate(rest: str) -> tuple[int, str] | None:
     words = rest.split()
     run = _capitalised_run(words)
     if run:
-        after = rest[len(" ".join(words[: len(run)])):].lstrip()
+        after = rest[len(" ".join(words[: len(run)])) :].lstrip()
         acronym = _ACRONYM_PAREN.match(after)
         if len(run) >= 2 and acronym:
             return 2, acronym.group(1)
@@ -255,7 +255,7 @@ def extract_name(text: str) -> str:
     """The method/model/dataset the abstract introduces, else its first words."""
     best: tuple[int, str] | None = None
     for match in _INTRO.finditer(text):
-        found = _candidate(text[match.end():match.end() + 400])  # a name follows its verb closely
+        found = _candidate(text[match.end() : match.end() + 400])  # a name follows its verb closely
         if found and found[1] and (best is None or found[0] > best[0]):
             best = found
             if found[0] == 2:

@@ -68,8 +68,11 @@ def load_embedder(name: str):
 
 
 QUERY_ENCODER = "query_encoder.onnx"
-_PROBES = ["rotary embeddings for vision transformers", "What speedup does Jacobi Forcing report?",
-           "A sentence long enough to be truncated differently " * 40]
+_PROBES = [
+    "rotary embeddings for vision transformers",
+    "What speedup does Jacobi Forcing report?",
+    "A sentence long enough to be truncated differently " * 40,
+]
 
 
 def export_query_encoder(embedder, path: Path) -> bool:
@@ -98,10 +101,16 @@ def export_query_encoder(embedder, path: Path) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes about Python control flow in BERT
-            torch.onnx.export(LastHiddenState().eval(), (example["input_ids"], example["attention_mask"]), str(path),
-                              input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
-                              dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
-                              opset_version=17, dynamo=False)
+            torch.onnx.export(
+                LastHiddenState().eval(),
+                (example["input_ids"], example["attention_mask"]),
+                str(path),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
+                opset_version=17,
+                dynamo=False,
+            )
         onnx = onnx_query_embedder(path, Path(embedder.model_name))
         expected = model.encode(_PROBES, normalize_embeddings=True)
         agree = all(float(np.dot(onnx.embed(text), want)) > 0.9999 for text, want in zip(_PROBES, expected))
@@ -126,8 +135,9 @@ def _onnx_class():
         _pieces: Any = PrivateAttr()
         _batch: bool = PrivateAttr()
 
-        def __init__(self, onnx_path: Path, model_dir: Path, threads: int = 1, batch: bool = False,
-                     **kwargs: Any) -> None:
+        def __init__(
+            self, onnx_path: Path, model_dir: Path, threads: int = 1, batch: bool = False, **kwargs: Any
+        ) -> None:
             import onnxruntime
             from tokenizers import Tokenizer
 
@@ -164,14 +174,14 @@ def _onnx_class():
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
             out: list[np.ndarray | None] = [None] * len(texts)
             for start in range(0, len(order), self.embed_batch_size):
-                rows = order[start:start + self.embed_batch_size]
+                rows = order[start : start + self.embed_batch_size]
                 encodings = self._tokenizer.encode_batch([texts[i] for i in rows])
                 width = max(len(e.ids) for e in encodings)
                 ids = np.zeros((len(rows), width), dtype=np.int64)
                 mask = np.zeros((len(rows), width), dtype=np.int64)
                 for row, encoding in enumerate(encodings):
-                    ids[row, :len(encoding.ids)] = encoding.ids
-                    mask[row, :len(encoding.ids)] = encoding.attention_mask
+                    ids[row, : len(encoding.ids)] = encoding.ids
+                    mask[row, : len(encoding.ids)] = encoding.attention_mask
                 (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
                 pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
                 for i, vector in zip(rows, pooled / np.linalg.norm(pooled, axis=1, keepdims=True)):
@@ -214,8 +224,9 @@ def document_embedder(onnx_path: Path, name: str, fallback, threads: int | None 
         key = (file_digest(onnx_path), threads)
         try:
             if key not in _DOCUMENT_ENCODERS:
-                _DOCUMENT_ENCODERS[key] = onnx_query_embedder(onnx_path, resolve_model_path(name),
-                                                              threads=threads or os.cpu_count() or 1, batch=True)
+                _DOCUMENT_ENCODERS[key] = onnx_query_embedder(
+                    onnx_path, resolve_model_path(name), threads=threads or os.cpu_count() or 1, batch=True
+                )
                 while len(_DOCUMENT_ENCODERS) > 2:
                     _DOCUMENT_ENCODERS.pop(next(iter(_DOCUMENT_ENCODERS)))
             return _DOCUMENT_ENCODERS[key]
@@ -243,8 +254,11 @@ def cached_encoder_path(directory: Path, name: str) -> Path:
     """Where `directory` (a model cache) keeps the export of `name`: keyed by the installed model
     files too, so that another version of the model package is exported again."""
     model_dir = resolve_model_path(name)
-    files = sorted((str(p.relative_to(model_dir)), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in model_dir.rglob("*") if p.is_file())
+    files = sorted(
+        (str(p.relative_to(model_dir)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in model_dir.rglob("*")
+        if p.is_file()
+    )
     version = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
     return Path(directory) / (re.sub(r"[^\w.-]", "_", name) + f"-{version}.onnx")
 

@@ -13,7 +13,7 @@ import os
 import platform
 import time
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .config import PROJECT_ROOT, Settings
@@ -21,7 +21,17 @@ from .corpus import Corpus
 from .errors import RagError
 from .metrics import aggregate, answer_sentences, citation_metrics, keywords_present, ranking_metrics
 
-QUESTION_TYPES = ("name", "paraphrase", "fact", "multipart", "multi", "unanswerable", "chinese", "followup", "standalone")
+QUESTION_TYPES = (
+    "name",
+    "paraphrase",
+    "fact",
+    "multipart",
+    "multi",
+    "unanswerable",
+    "chinese",
+    "followup",
+    "standalone",
+)
 SYSTEMS = ("bm25", "dense", "hybrid")
 SPLITS = {name: PROJECT_ROOT / "eval" / f"{name}.jsonl" for name in ("dev", "test", "test2")}
 LOO_SPLIT = "dev-loo"
@@ -29,17 +39,28 @@ DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
 DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"
 # Figures shown in tables and plots, in order, with their labels.
 HEADLINE = {
-    "hit_at_1": "hit@1", "hit_at_5": "hit@5", "mrr": "MRR", "ndcg_at_10": "nDCG@10",
-    "multi_recall_at_10": "multi recall@10", "citation_precision": "citation precision",
-    "citation_support": "citation support", "citation_recall": "citation recall",
-    "sentence_citation_rate": "cited sentences", "multi_citation_recall": "multi citation recall",
-    "keyword_accuracy": "keyword accuracy", "fact_keyword_accuracy": "keyword acc. fact/name/follow-up",
+    "hit_at_1": "hit@1",
+    "hit_at_5": "hit@5",
+    "mrr": "MRR",
+    "ndcg_at_10": "nDCG@10",
+    "multi_recall_at_10": "multi recall@10",
+    "citation_precision": "citation precision",
+    "citation_support": "citation support",
+    "citation_recall": "citation recall",
+    "sentence_citation_rate": "cited sentences",
+    "multi_citation_recall": "multi citation recall",
+    "keyword_accuracy": "keyword accuracy",
+    "fact_keyword_accuracy": "keyword acc. fact/name/follow-up",
     "fact_lead_accuracy": "fact keyword in 1st sentence",
-    "abstention_precision": "abstention precision", "abstention_recall": "abstention recall",
-    "false_abstention": "false abstention", "dangling_markers": "dangling markers",
+    "abstention_precision": "abstention precision",
+    "abstention_recall": "abstention recall",
+    "false_abstention": "false abstention",
+    "dangling_markers": "dangling markers",
     "multi_fact_keyword_accuracy": "keyword acc. 2+ facts",
-    "off_corpus_high": "off-corpus: high", "off_corpus_low": "off-corpus: low",
-    "answerable_high_gold": "answerable: high, gold cited", "answerable_low": "answerable: low",
+    "off_corpus_high": "off-corpus: high",
+    "off_corpus_low": "off-corpus: low",
+    "answerable_high_gold": "answerable: high, gold cited",
+    "answerable_low": "answerable: low",
     "llm_own_share": "LLM's own answers (no fallback)",
 }
 COUNTS = {"dangling_markers"}  # a count, not a share: in the tables, not on the plot
@@ -96,8 +117,14 @@ def leave_one_out(questions: list[dict]) -> list[dict]:
     """Answerable one-paper questions asked with their paper hidden: off-corpus questions on a
     topic right next to the corpus, for calibrating abstention without touching test."""
     return [
-        {**q, "id": f"{q['id']}-loo", "type": "unanswerable", "gold": [], "answer_keywords": [],
-         "exclude": list(q["gold"])}
+        {
+            **q,
+            "id": f"{q['id']}-loo",
+            "type": "unanswerable",
+            "gold": [],
+            "answer_keywords": [],
+            "exclude": list(q["gold"]),
+        }
         for q in questions
         if len(q["gold"]) == 1 and q["type"] not in ("multi", "unanswerable")
     ]
@@ -133,8 +160,11 @@ def evaluate_question(assistant, q: dict) -> dict:
 
 
 def summarise(records: list[dict]) -> dict:
-    by_type = {t: aggregate([r for r in records if r["type"] == t]) for t in QUESTION_TYPES
-               if any(r["type"] == t for r in records)}
+    by_type = {
+        t: aggregate([r for r in records if r["type"] == t])
+        for t in QUESTION_TYPES
+        if any(r["type"] == t for r in records)
+    }
     return {"overall": aggregate(records), "by_type": by_type}
 
 
@@ -150,9 +180,12 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
     index = load_index(settings)
     generator = make_generator(settings, index.sentence_texts())
     report = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "index": {k: index.manifest[k] for k in ("embedding_model", "multilingual_model", "chunk_size", "chunk_overlap", "papers", "chunks")},
+        "index": {
+            k: index.manifest[k]
+            for k in ("embedding_model", "multilingual_model", "chunk_size", "chunk_overlap", "papers", "chunks")
+        },
         "generator": generator.name,
         "splits": {},
     }
@@ -165,7 +198,11 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
             assistant = Assistant(index, system_settings, generator)
             records = []
             for q in questions:
-                asked = Assistant(index, system_settings, generator, exclude=q["exclude"]) if q.get("exclude") else assistant
+                asked = (
+                    Assistant(index, system_settings, generator, exclude=q["exclude"])
+                    if q.get("exclude")
+                    else assistant
+                )
                 records.append(evaluate_question(asked, q))
                 bar.update()
             split["systems"][system] = summarise(records)
@@ -200,8 +237,15 @@ def failures(records: list[dict]) -> list[dict]:
         if r["gold"] and r.get("confidence") == "low":
             reasons.append(f"answered low (missing: {r['missing']})")
         if reasons:
-            out.append({"id": r["id"], "type": r["type"], "question": r["question"], "why": "; ".join(reasons),
-                        "answer": r["answer"]})
+            out.append(
+                {
+                    "id": r["id"],
+                    "type": r["type"],
+                    "question": r["question"],
+                    "why": "; ".join(reasons),
+                    "answer": r["answer"],
+                }
+            )
     return out
 
 
@@ -237,13 +281,27 @@ def markdown(report: dict) -> str:
             + " | ".join(f"{overall(*c)[f'{stage}_ms_p50']:.1f} / {overall(*c)[f'{stage}_ms_p95']:.1f}" for c in cols)
             + " |"
         )
-    keys = ["questions", "hit_at_1", "hit_at_5", "mrr", "multi_recall_at_10", "citation_precision",
-            "citation_recall", "keyword_accuracy", "abstention_recall", "false_abstention"]
+    keys = [
+        "questions",
+        "hit_at_1",
+        "hit_at_5",
+        "mrr",
+        "multi_recall_at_10",
+        "citation_precision",
+        "citation_recall",
+        "keyword_accuracy",
+        "abstention_recall",
+        "false_abstention",
+    ]
     for split, system in cols:
         by_type = report["splits"][split]["systems"][system]["by_type"]
-        lines += ["", f"## By question type: {split} {system}", "",
-                  "| type | " + " | ".join(HEADLINE.get(k, k) for k in keys) + " |",
-                  "|---|" + "---|" * len(keys)]
+        lines += [
+            "",
+            f"## By question type: {split} {system}",
+            "",
+            "| type | " + " | ".join(HEADLINE.get(k, k) for k in keys) + " |",
+            "|---|" + "---|" * len(keys),
+        ]
         for qtype, figures in by_type.items():
             lines.append(f"| {qtype} | " + " | ".join(_cell(figures[k]) for k in keys) + " |")
     for split, system in cols:
@@ -297,11 +355,23 @@ def outcomes(report: dict, ax) -> None:
         if f["false_abstention"] is not None:
             labels.append(f"{split} {system}: answerable")
             high_gold = f["answerable_high_gold"]
-            rows.append([high_gold, f["answerable_low"], f["false_abstention"],
-                         max(0.0, 1 - high_gold - f["answerable_low"] - f["false_abstention"])])
+            rows.append(
+                [
+                    high_gold,
+                    f["answerable_low"],
+                    f["false_abstention"],
+                    max(0.0, 1 - high_gold - f["answerable_low"] - f["false_abstention"]),
+                ]
+            )
     left = [0.0] * len(rows)
-    for i, (name, colour) in enumerate([("high", "tab:green"), ("low", "tab:orange"), ("none (abstained)", "tab:grey"),
-                                        ("high, no gold cited", "tab:red")]):
+    for i, (name, colour) in enumerate(
+        [
+            ("high", "tab:green"),
+            ("low", "tab:orange"),
+            ("none (abstained)", "tab:grey"),
+            ("high, no gold cited", "tab:red"),
+        ]
+    ):
         widths = [row[i] or 0.0 for row in rows]
         ax.barh(range(len(rows)), widths, left=left, color=colour, label=name)
         left = [a + b for a, b in zip(left, widths)]
@@ -314,7 +384,7 @@ def outcomes(report: dict, ax) -> None:
 
 
 def write_report(report: dict, reports_dir: Path) -> Path:
-    out = Path(reports_dir) / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(reports_dir) / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
     (out / "report.md").write_text(markdown(report))

@@ -143,8 +143,10 @@ class Vocabulary:
         if not total:
             return 0.0, 0.0
         own = self.paper_stems.get(paper_id, set())
-        return (sum(self.weight(s) for s in question_stems & own) / total,
-                sum(self.idf[s] for s in question_stems - own if s in self.idf) / total)
+        return (
+            sum(self.weight(s) for s in question_stems & own) / total,
+            sum(self.idf[s] for s in question_stems - own if s in self.idf) / total,
+        )
 
     def found(self, word: str, paper_ids: list[str]) -> bool:
         """A question word is found in a paper when its stem is, or all parts of a hyphenated word are."""
@@ -158,6 +160,7 @@ class Vocabulary:
         generation models" -> "image generation"). None when every content word is found.
         `naming`: the stems of the paper names the question uses, which pick the paper, not what
         is asked of it: they do not count ("What does Spiral RoPE report on audio?")."""
+
         def weigh(words) -> float:
             return sum(self.weight(stem) for word in words for stem in stems(word) - naming)
 
@@ -177,7 +180,9 @@ class Vocabulary:
                 # A lone missing word reads better with the word it qualifies ("image generation"),
                 # unless that is a name of its own ("spoofs", not "spoofs LLM").
                 follows = run[end] if end - start == 1 and end < len(run) else ""
-                spans.append((weigh(run[start:end]), " ".join(run[start:end] + ([follows] if follows.islower() else []))))
+                spans.append(
+                    (weigh(run[start:end]), " ".join(run[start:end] + ([follows] if follows.islower() else [])))
+                )
                 start = end
         if not spans or not total:
             return None
@@ -188,7 +193,7 @@ class Vocabulary:
         return self.shares(question_stems, paper_id)[0]
 
     def knows(self, word: str) -> bool:
-        """"LLM-generated" is known when "LLM" is, "PDEs" when "PDE" is, and a name of four
+        """ "LLM-generated" is known when "LLM" is, "PDEs" when "PDE" is, and a name of four
         letters or more when a word contains it ("Reddit" in "subreddit", "Llama" in "LLaMA-2")."""
         lowered = word.lower()
         base = re.sub(r"-[a-z]+$", "", lowered)
@@ -204,8 +209,10 @@ def _sigmoid(x: float) -> float:
 def several_features(evidence: list[Evidence]) -> list[list[float]]:
     """Per paper, in the order of `SEVERAL_FEATURES`: its scores and their gaps to the best of the list."""
     best = [max((getattr(e, name) for e in evidence), default=0.0) for name in ("dense", "sentence", "coverage")]
-    return [[e.dense, e.sentence, e.coverage, e.dense - best[0], e.sentence - best[1], e.coverage - best[2]]
-            for e in evidence]
+    return [
+        [e.dense, e.sentence, e.coverage, e.dense - best[0], e.sentence - best[1], e.coverage - best[2]]
+        for e in evidence
+    ]
 
 
 SEVERAL_FEATURES = ("dense", "sentence", "coverage", "dense_gap", "sentence_gap", "coverage_gap")
@@ -220,8 +227,10 @@ class EvidenceModel:
         """For a question asking for several papers: P(each paper belongs in the answer)."""
         w = self.settings.several
         weights = [getattr(w, name) for name in SEVERAL_FEATURES]
-        return [1.0 if e.named else _sigmoid(w.bias + sum(a * b for a, b in zip(weights, x)))
-                for e, x in zip(evidence, several_features(evidence))]
+        return [
+            1.0 if e.named else _sigmoid(w.bias + sum(a * b for a, b in zip(weights, x)))
+            for e, x in zip(evidence, several_features(evidence))
+        ]
 
     def weights(self, multilingual: bool):
         return self.settings.multilingual if multilingual else self.settings.english
@@ -239,9 +248,27 @@ class EvidenceModel:
             sentence = max(hit.sentence_scores.values(), default=0.0)
             named = mentions(asked or question, hit.paper.name)
             coverage, elsewhere = self.vocabulary.shares(question_stems, hit.paper.paper_id)
-            logit = (w.bias + w.dense * hit.dense_score + w.sentence * sentence + w.coverage * coverage
-                     + w.margin * (hit.dense_score - others) + w.unknown_name * unknown + w.elsewhere * elsewhere)
+            logit = (
+                w.bias
+                + w.dense * hit.dense_score
+                + w.sentence * sentence
+                + w.coverage * coverage
+                + w.margin * (hit.dense_score - others)
+                + w.unknown_name * unknown
+                + w.elsewhere * elsewhere
+            )
             probability = 1.0 if named else _sigmoid(logit)
-            out.append(Evidence(hit.paper.paper_id, hit.dense_score, sentence, coverage, hit.dense_score - others,
-                                unknown, elsewhere, named, probability))
+            out.append(
+                Evidence(
+                    hit.paper.paper_id,
+                    hit.dense_score,
+                    sentence,
+                    coverage,
+                    hit.dense_score - others,
+                    unknown,
+                    elsewhere,
+                    named,
+                    probability,
+                )
+            )
         return out

@@ -22,8 +22,8 @@ from .citations import MARKER
 from .config import ExtractiveWeights, Settings
 from .corpus import mentions
 from .embedding import is_cjk
-from .evidence import stems
 from .errors import GeneratorError, GeneratorTimeout
+from .evidence import stems
 from .retrieval import Hit
 
 
@@ -35,22 +35,35 @@ class Generator(Protocol):
 
 # -- extractive -----------------------------------------------------------------------------
 
-_WHICH = re.compile(r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I)
+_WHICH = re.compile(
+    r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
+)
 # "Which papers...?", "Are there other works on...?", 哪些论文: every paper that answers is cited.
 # Not the verbs ("which paper studies X", "why it works") nor 哪些 of other things (哪些任务: tasks).
 _SEVERAL = re.compile(
     r"\bpapers\b|\b(?:which|what|any|other|several|there)\s+(?:(?!paper\b|method\b|model\b)\w+\s+){0,2}?(?:works|studies)\b"
-    r"|哪些[^，。？?]{0,6}?(?:论文|文章|工作|研究)", re.I)
-_HOW_MUCH = re.compile(r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b", re.I)
+    r"|哪些[^，。？?]{0,6}?(?:论文|文章|工作|研究)",
+    re.I,
+)
+_HOW_MUCH = re.compile(
+    r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
+    re.I,
+)
 _NUMBER = re.compile(r"\d")
 # "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
 # reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
 _WHERE_TESTED = re.compile(
     r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|environments?|tasks?|domains?|settings?|games?)\b"
-    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b", re.I)
-_EXPERIMENTS = re.compile(r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I)
+    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b",
+    re.I,
+)
+_EXPERIMENTS = re.compile(
+    r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I
+)
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
-_DEFINITION = re.compile(r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I)
+_DEFINITION = re.compile(
+    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
+)
 _CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
@@ -80,8 +93,11 @@ def introduces(sentence: str, name: str) -> bool:
     if not mentions(sentence, name):
         return False
     named = re.escape(name)
-    return bool(_CONTRIBUTION.search(sentence)) or re.search(
-        rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence) is not None
+    return (
+        bool(_CONTRIBUTION.search(sentence))
+        or re.search(rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence)
+        is not None
+    )
 
 
 def third_person(sentence: str) -> str:
@@ -164,7 +180,9 @@ class ExtractiveGenerator:
                     in_sentences[stem] = in_sentences.get(stem, 0) + 1
             for position, (sentence, cosine) in enumerate(hit.sentence_scores.items()):
                 overlap = self.overlap(question_stems, sentence_stems[sentence], in_sentences)
-                score = w.cosine * cosine + w.paper * (hit.dense_score - top_dense) / spread + spread * w.overlap * overlap
+                score = (
+                    w.cosine * cosine + w.paper * (hit.dense_score - top_dense) / spread + spread * w.overlap * overlap
+                )
                 if position == 0:
                     score += spread * w.opening
                 if _CONTRIBUTION.search(sentence) or hit.paper.name in sentence:
@@ -197,8 +215,15 @@ class ExtractiveGenerator:
             top = min(c.source for c in candidates)
             lead = next(c for c in candidates if c.source == top)
             candidates.remove(lead)
-            candidates.insert(0, Candidate(lead.source, lead.sentence, max(lead.score, candidates[0].score if candidates else lead.score),
-                                           lead.asked))
+            candidates.insert(
+                0,
+                Candidate(
+                    lead.source,
+                    lead.sentence,
+                    max(lead.score, candidates[0].score if candidates else lead.score),
+                    lead.asked,
+                ),
+            )
         return self.cover(candidates, multilingual)
 
     def weight(self, stems: set[str] | frozenset[str]) -> float:
@@ -245,7 +270,12 @@ class ExtractiveGenerator:
             text = text.rstrip(".!?")
             name = sources[c.source - 1].paper.name
             # Say which paper a sentence comes from the first time, unless the question or the sentence says it.
-            if c.source not in introduced and not name.endswith("…") and name not in text and not mentions(question, name):
+            if (
+                c.source not in introduced
+                and not name.endswith("…")
+                and name not in text
+                and not mentions(question, name)
+            ):
                 text = f"{name}: {text}"
             introduced.add(c.source)
             parts.append(f"{text} [{c.source}]{end}")
@@ -312,22 +342,40 @@ def answer_schema(sources: int) -> dict:
     from, then the sentence itself (ignored when not covered: an empty list would let small
     models say nothing). The number comes first: a model that has picked its source writes the
     sentence from it."""
-    sentence = {"type": "object", "additionalProperties": False, "required": ["source", "text"],
-                "properties": {"source": {"type": "integer", "enum": list(range(1, sources + 1))},
-                               "text": {"type": "string", "pattern": ONE_SENTENCE}}}
-    return {"type": "object", "additionalProperties": False, "required": ["covered", "sentences"],
-            "properties": {"covered": {"type": "boolean"},
-                           "sentences": {"type": "array", "items": sentence, "minItems": 1, "maxItems": 4}}}
+    sentence = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["source", "text"],
+        "properties": {
+            "source": {"type": "integer", "enum": list(range(1, sources + 1))},
+            "text": {"type": "string", "pattern": ONE_SENTENCE},
+        },
+    }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["covered", "sentences"],
+        "properties": {
+            "covered": {"type": "boolean"},
+            "sentences": {"type": "array", "items": sentence, "minItems": 1, "maxItems": 4},
+        },
+    }
 
 
-QUERY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["query"],
-                "properties": {"query": {"type": "string"}}}
+QUERY_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["query"],
+    "properties": {"query": {"type": "string"}},
+}
 
 # How to ask for a schema: OpenAI and vLLM take `json_schema`; llama-cpp-python's server rejects
 # that and takes `json_object` with a `schema`, which it turns into a grammar.
 RESPONSE_FORMATS = {
-    "json_schema": lambda schema: {"type": "json_schema",
-                                   "json_schema": {"name": "reply", "schema": schema, "strict": True}},
+    "json_schema": lambda schema: {
+        "type": "json_schema",
+        "json_schema": {"name": "reply", "schema": schema, "strict": True},
+    },
     "json_object": lambda schema: {"type": "json_object", "schema": schema},
 }
 # Endpoint -> the response format it accepted (None: it refused them all, free text it is).
@@ -344,11 +392,11 @@ class _Refused(Exception):
 
 
 def _with_marker(text: str, n: int) -> str:
-    """"A finding." + 1 -> "A finding [1]. " (the marker before the closing stop, as the citation
+    """ "A finding." + 1 -> "A finding [1]. " (the marker before the closing stop, as the citation
     checker expects it)."""
     text = text.strip()
     stop = text[-1] if text and text[-1] in ".!?。！？" else ""
-    return f"{text[:len(text) - len(stop)].rstrip()} [{n}]{stop or '.'} "
+    return f"{text[: len(text) - len(stop)].rstrip()} [{n}]{stop or '.'} "
 
 
 class LLMGenerator:
@@ -384,7 +432,9 @@ class LLMGenerator:
         cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) and exc.__cause__ else exc
         kinds = {kind.__name__ for kind in type(cause).__mro__}
         if isinstance(exc, openai.APITimeoutError) or "TimeoutException" in kinds:
-            return GeneratorTimeout(f"the language model at {where} did not answer within {self.settings.llm_timeout:g} s")
+            return GeneratorTimeout(
+                f"the language model at {where} did not answer within {self.settings.llm_timeout:g} s"
+            )
         if kinds & {"RemoteProtocolError", "ReadError"}:
             return GeneratorError(f"the connection to the language model at {where} broke mid-answer")
         if isinstance(exc, openai.APIConnectionError) or "TransportError" in kinds:
@@ -417,7 +467,9 @@ class LLMGenerator:
                     produced += piece
                     if repeats_instructions(produced[-len(piece) - 200 :], system):
                         where = self.settings.llm_base_url or "the OpenAI API"
-                        raise GeneratorError(f"the language model at {where} repeated its instructions instead of answering")
+                        raise GeneratorError(
+                            f"the language model at {where} repeated its instructions instead of answering"
+                        )
                     yield piece
         except GeneratorError:
             raise
@@ -460,16 +512,20 @@ class LLMGenerator:
             _ACCEPTED_FORMAT[self._endpoint] = kind
             return itertools.chain([first], stream)
         if self.settings.llm_output == "json":
-            raise GeneratorError(f"the language model at {self._endpoint} accepts no structured output "
-                                 f"(RAG_LLM_OUTPUT=json); set RAG_LLM_OUTPUT=auto or text")
+            raise GeneratorError(
+                f"the language model at {self._endpoint} accepts no structured output "
+                f"(RAG_LLM_OUTPUT=json); set RAG_LLM_OUTPUT=auto or text"
+            )
         _ACCEPTED_FORMAT[self._endpoint] = None
         return None
 
     def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
-        user = prompts.ANSWER_USER.format(sources=format_sources(sources, self.settings.llm_source_sentences),
-                                          question=question)
-        reply = self._structured(prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm_max_tokens,
-                                 answer_schema(len(sources)))
+        user = prompts.ANSWER_USER.format(
+            sources=format_sources(sources, self.settings.llm_source_sentences), question=question
+        )
+        reply = self._structured(
+            prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm_max_tokens, answer_schema(len(sources))
+        )
         if reply is None:
             yield from self.chat(prompts.ANSWER_SYSTEM, user, self.settings.llm_max_tokens)
             return

@@ -26,10 +26,10 @@ import re
 import shutil
 import time
 import uuid
-from contextlib import contextmanager
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Protocol
@@ -152,8 +152,11 @@ class LoadedIndex:
         for pid in paper_ids:
             rows = self._rows.get(pid, [])
             multilingual = self.multilingual_sentence_vectors
-            out[pid] = SentenceRows([self.sentences[r].text for r in rows], self.sentence_vectors[rows],
-                                    None if multilingual is None else multilingual[rows])
+            out[pid] = SentenceRows(
+                [self.sentences[r].text for r in rows],
+                self.sentence_vectors[rows],
+                None if multilingual is None else multilingual[rows],
+            )
         return out
 
     def sentence_texts(self) -> list[str]:
@@ -191,8 +194,9 @@ def make_faiss_index(dimensions: int, kind: str, settings: Settings):
     return faiss.IndexFlatIP(dimensions)
 
 
-def _build_vector_index(nodes, embed_model, directory: Path, show_progress: bool, faiss_index,
-                        known: dict[str, np.ndarray] | None = None):
+def _build_vector_index(
+    nodes, embed_model, directory: Path, show_progress: bool, faiss_index, known: dict[str, np.ndarray] | None = None
+):
     """Embed and store `nodes`; a node whose vector `known` holds (by node id) is not embedded again."""
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.vector_stores.faiss import FaissVectorStore
@@ -201,9 +205,7 @@ def _build_vector_index(nodes, embed_model, directory: Path, show_progress: bool
     nodes = [n.model_copy(update={"embedding": known[n.id_].tolist()}) if n.id_ in known else n for n in nodes]
     store = FaissVectorStore(faiss_index=faiss_index)
     context = StorageContext.from_defaults(vector_store=store)
-    index = VectorStoreIndex(
-        nodes, storage_context=context, embed_model=embed_model, show_progress=show_progress
-    )
+    index = VectorStoreIndex(nodes, storage_context=context, embed_model=embed_model, show_progress=show_progress)
     context.persist(persist_dir=str(directory))
     return index
 
@@ -267,8 +269,12 @@ class KnownVectors:
         def sentences(matrix) -> dict[Sentence, np.ndarray]:
             return {} if matrix is None else dict(zip(previous.sentences, matrix))
 
-        return cls(chunks(previous.dense), sentences(previous.sentence_vectors),
-                   chunks(previous.multilingual), sentences(previous.multilingual_sentence_vectors))
+        return cls(
+            chunks(previous.dense),
+            sentences(previous.sentence_vectors),
+            chunks(previous.multilingual),
+            sentences(previous.multilingual_sentence_vectors),
+        )
 
 
 def _embed_sentences(embed_model, sentences: list[Sentence], known: dict, show_progress: bool) -> np.ndarray:
@@ -304,8 +310,7 @@ def build_index(corpus: Corpus, settings: Settings, show_progress: bool = False,
     return _build(corpus, settings, show_progress, previous=None, remote=remote)
 
 
-def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: LoadedIndex | None,
-           remote=None) -> Path:
+def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: LoadedIndex | None, remote=None) -> Path:
     """Write a build of `corpus` and publish it. With `previous` (a build under the same model
     and chunking), its vectors are reused and only new chunks and sentences are embedded, by the
     encoder that build serves questions with (the model's own vectors, cosine > 0.9999): an add
@@ -334,28 +339,41 @@ def _build(corpus: Corpus, settings: Settings, show_progress: bool, previous: Lo
         # A full build: the exported encoder embeds the documents too, in batches on every core.
         # A catch-up or an add (often inside the service): the build's own question encoder, as
         # before, with no second model in memory.
-        documents = (embedder if previous is not None
-                     else document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder))
+        documents = (
+            embedder
+            if previous is not None
+            else document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
+        )
         configure_llama_index(embedder)
         nodes = chunk_papers(corpus.papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
         sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
-        embedded = {"chunks": sum(n.id_ not in known.chunks for n in nodes),
-                    "sentences": sum(s not in known.sentences for s in sentences)}
+        embedded = {
+            "chunks": sum(n.id_ not in known.chunks for n in nodes),
+            "sentences": sum(s not in known.sentences for s in sentences),
+        }
         if remote is not None:
             known = remote.vectors(nodes, sentences, settings, known, work / QUERY_ENCODER)
 
         kind = faiss_kind(settings, len(nodes))
         dimensions = len(documents.get_text_embedding("dimension probe"))
-        _build_vector_index(nodes, documents, work / "dense", show_progress,
-                            make_faiss_index(dimensions, kind, settings), known.chunks)
+        _build_vector_index(
+            nodes, documents, work / "dense", show_progress, make_faiss_index(dimensions, kind, settings), known.chunks
+        )
         pause_point(settings, "embedding")
         np.save(work / "sentences.npy", _embed_sentences(documents, sentences, known.sentences, show_progress))
         if multilingual is not None:
-            _build_vector_index(nodes, multilingual, work / "multilingual", show_progress,
-                                make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings),
-                                known.multilingual_chunks)
-            np.save(work / "sentences_multilingual.npy",
-                    _embed_sentences(multilingual, sentences, known.multilingual_sentences, False))
+            _build_vector_index(
+                nodes,
+                multilingual,
+                work / "multilingual",
+                show_progress,
+                make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings),
+                known.multilingual_chunks,
+            )
+            np.save(
+                work / "sentences_multilingual.npy",
+                _embed_sentences(multilingual, sentences, known.multilingual_sentences, False),
+            )
         manifest = {
             **expected_parameters(settings),
             **_write_contents(work, corpus, nodes, sentences, settings),
@@ -420,7 +438,7 @@ def _write_contents(work: Path, corpus: Corpus, nodes: list, sentences: list[Sen
         "papers": len(corpus),
         "chunks": len(nodes),
         "sentences": len(sentences),
-        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -429,8 +447,11 @@ def _write_tables(work: Path, corpus: Corpus, sentences: list[Sentence]) -> None
         json.dumps([[s.paper_id, s.text, list(s.span)] for s in sentences], ensure_ascii=False)
     )
     (work / "papers.json").write_text(
-        json.dumps({"paragraphs": corpus.paragraphs, "papers": [p.to_dict() for p in corpus.papers]},
-                   ensure_ascii=False, indent=1)
+        json.dumps(
+            {"paragraphs": corpus.paragraphs, "papers": [p.to_dict() for p in corpus.papers]},
+            ensure_ascii=False,
+            indent=1,
+        )
     )
 
 
@@ -439,7 +460,9 @@ def _seal(work: Path, manifest: dict, linked: dict | None = None) -> Path:
     final name; `_publish` makes it current."""
     manifest["files"] = _file_table(work, linked)
     (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    final = work.parent / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{manifest['corpus_hash'][:8]}-{uuid.uuid4().hex[:4]}"
+    final = (
+        work.parent / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{manifest['corpus_hash'][:8]}-{uuid.uuid4().hex[:4]}"
+    )
     work.rename(final)
     return final
 
@@ -504,7 +527,9 @@ def load_index(settings: Settings, corpus: Corpus | None = None) -> LoadedIndex:
         configure_llama_index(embedder)
         dense = _load_vector_index(build / "dense", embedder)
         bm25 = BM25Retriever.from_persist_dir(str(build / "bm25"))
-        sentences = [Sentence(pid, text, tuple(span)) for pid, text, span in json.loads((build / "sentences.json").read_text())]
+        sentences = [
+            Sentence(pid, text, tuple(span)) for pid, text, span in json.loads((build / "sentences.json").read_text())
+        ]
         sentence_vectors = np.load(build / "sentences.npy")
         multilingual = multilingual_vectors = multilingual_embedder = None
         if settings.multilingual:
@@ -537,8 +562,10 @@ class SeedChanges:
 
     @classmethod
     def between(cls, built: Corpus, seeds: Corpus) -> SeedChanges:
-        return cls(added=[pid for pid in seeds.by_id if pid not in built.by_id],
-                   removed=[pid for pid in built.by_id if pid not in seeds.by_id])
+        return cls(
+            added=[pid for pid in seeds.by_id if pid not in built.by_id],
+            removed=[pid for pid in built.by_id if pid not in seeds.by_id],
+        )
 
     @property
     def pending(self) -> int:
@@ -596,7 +623,7 @@ def recover(settings: Settings) -> None:
     except (IndexNotFoundError, IndexCorruptError):
         listed = {}
     for path in pending:
-        name = path.name[1:-len(PENDING)]
+        name = path.name[1 : -len(PENDING)]
         if listed.get(name) == file_hash(path.read_bytes()):
             os.replace(path, seeds / name)
         else:
@@ -630,7 +657,9 @@ class IndexReport:
     chunks: int | None = None  # of the published index
 
 
-def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None) -> IndexReport:
+def index_seeds(
+    settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None
+) -> IndexReport:
     """Bring the index in line with the seed folder, read under the writer lock.
 
     Without `only_if_stale` (`rag index`) everything is embedded again. With it (`rag index
@@ -662,8 +691,9 @@ def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: 
             reason, added, removed = str(changes), len(changes.added), len(changes.removed)
         build = _build(corpus, settings, show_progress, previous, remote)
     chunks = json.loads((build / "manifest.json").read_text())["chunks"]
-    return IndexReport(build, reason, previous is not None, len(corpus), added, removed, time.perf_counter() - started,
-                       chunks)
+    return IndexReport(
+        build, reason, previous is not None, len(corpus), added, removed, time.perf_counter() - started, chunks
+    )
 
 
 @dataclass
@@ -682,7 +712,7 @@ def add_seed_texts(settings: Settings, items: list[tuple[str, bytes]]) -> AddRes
     and is moved into place once the build that holds its papers is current. An add killed at
     any point leaves both the folder and the index with its abstracts, or neither
     (`recover` finishes or undoes it), and a retry adds each abstract once."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     files = {}
     for name, raw in items:
         parse_seed(raw, name)  # a clear error naming the file before anything is written

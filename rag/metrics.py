@@ -124,20 +124,29 @@ def aggregate(records: list[dict]) -> dict:
         # rest of each is abstention_recall and false_abstention.
         "off_corpus_high": _ratio(sum(_confidence(r) == "high" for r in unanswerable), len(unanswerable)),
         "off_corpus_low": _ratio(sum(_confidence(r) == "low" for r in unanswerable), len(unanswerable)),
-        "answerable_high_gold": _ratio(sum(_confidence(r) == "high" and bool(set(r["gold"]) & set(r["cited"]))
-                                           for r in answerable), len(answerable)),
+        "answerable_high_gold": _ratio(
+            sum(_confidence(r) == "high" and bool(set(r["gold"]) & set(r["cited"])) for r in answerable),
+            len(answerable),
+        ),
         "answerable_low": _ratio(sum(_confidence(r) == "low" for r in answerable), len(answerable)),
-        "multi_citation_recall": _mean(r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"),
+        "multi_citation_recall": _mean(
+            r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"
+        ),
         "dangling_markers": sum(r["citations"].get("dangling", 0) for r in answered),
         "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),
         "abstention_recall": _ratio(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
         "false_abstention": _ratio(sum(r["abstained"] for r in answerable), len(answerable)),
         # With an LLM: the answers that are its own (no fallback) and kept every marker valid.
         "llm_own_share": _ratio(
-            sum(r.get("generator") == "llm" and not r["fallback"] and not r["citations"].get("dangling")
-                for r in records if not r["abstained"]),
-            sum(not r["abstained"] for r in records))
-        if any(r.get("generator") == "llm" or r["fallback"] for r in records) else None,
+            sum(
+                r.get("generator") == "llm" and not r["fallback"] and not r["citations"].get("dangling")
+                for r in records
+                if not r["abstained"]
+            ),
+            sum(not r["abstained"] for r in records),
+        )
+        if any(r.get("generator") == "llm" or r["fallback"] for r in records)
+        else None,
     }
     for stage in ("retrieve", "first_piece", "generate", "total"):
         values = [r["timings"].get(stage, 0.0) for r in records]

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,8 +50,16 @@ from .config import Settings
 from .corpus import Corpus, Paper, build_corpus, load_corpus, parse_seed
 from .embedding import cached_query_encoder, document_embedder, load_multilingual_embedder, tokenizer_of
 from .errors import IndexNotFoundError, IndexStaleError, StoreUnavailableError
-from .index import (AddResult, IndexReport, KnownVectors, SeedChanges, SentenceRows, expected_parameters,
-                    exported_encoder, pause_point)
+from .index import (
+    AddResult,
+    IndexReport,
+    KnownVectors,
+    SeedChanges,
+    SentenceRows,
+    expected_parameters,
+    exported_encoder,
+    pause_point,
+)
 
 _BATCH = 1000  # rows per insert request
 _TEXT = 65535  # the longest VARCHAR Milvus stores (bytes)
@@ -69,8 +77,10 @@ def _bm25_words():
     import Stemmer
 
     stemmer = Stemmer.Stemmer("english")
-    return lambda texts: [" ".join(words) for words in bm25s.tokenize(
-        list(texts), stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)]
+    return lambda texts: [
+        " ".join(words)
+        for words in bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+    ]
 
 
 def bm25_words(texts: Iterable[str]) -> list[str]:
@@ -109,8 +119,9 @@ def connect(settings: Settings):
     # Our errors say what failed; pymilvus' own log of each (a traceback on stderr) is noise.
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     with milvus_errors(settings):
-        return MilvusClient(uri=address, token=settings.milvus_token or "", timeout=settings.milvus_timeout,
-                            grpc_options=GRPC_OPTIONS)
+        return MilvusClient(
+            uri=address, token=settings.milvus_token or "", timeout=settings.milvus_timeout, grpc_options=GRPC_OPTIONS
+        )
 
 
 @dataclass
@@ -155,15 +166,26 @@ def _create(client, name: str, fields: list[tuple], vectors: dict[str, str], bm2
     if any(f[0] == "paper_id" and not f[2].get("is_primary") for f in fields):  # reads and deletes select by paper
         params.add_index("paper_id", index_type="INVERTED")
     for vector, kind in vectors.items():
-        params.add_index(vector, index_type=kind, metric_type="IP",
-                         **({"params": {"M": 32, "efConstruction": 64}} if kind == "HNSW" else {}))
+        params.add_index(
+            vector,
+            index_type=kind,
+            metric_type="IP",
+            **({"params": {"M": 32, "efConstruction": 64}} if kind == "HNSW" else {}),
+        )
     if bm25 is not None:
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(Function(name=f"{bm25}_bm25", function_type=FunctionType.BM25,
-                                     input_field_names=[bm25], output_field_names=["sparse"]))
+        schema.add_function(
+            Function(
+                name=f"{bm25}_bm25",
+                function_type=FunctionType.BM25,
+                input_field_names=[bm25],
+                output_field_names=["sparse"],
+            )
+        )
         # k1 = 1.5 as bm25s (the FAISS path); Milvus' default is 1.2.
-        params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                         params={"bm25_k1": 1.5, "bm25_b": 0.75})
+        params.add_index(
+            "sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params={"bm25_k1": 1.5, "bm25_b": 0.75}
+        )
     # Strong: a search sees every insert acknowledged before it, so an add is visible to every
     # replica as soon as it is committed.
     client.create_collection(name, schema=schema, index_params=params, consistency_level="Strong")
@@ -176,21 +198,50 @@ def _create_generation(client, names: Names, dimensions: int, multilingual: int 
     if multilingual:
         vectors.append(("multilingual", "FLOAT_VECTOR", {"dim": multilingual}))
     indexed = {v[0]: kind for v in vectors}
-    _create(client, names.of("chunks"), [key, pid, ("text", "VARCHAR", {"max_length": _TEXT}),
-                                         ("words", "VARCHAR", {"max_length": _TEXT, "enable_analyzer": True}),
-                                         *vectors], indexed, bm25="words")
-    _create(client, names.of("sentences"), [key, pid, ("position", "INT64", {}),
-                                            ("text", "VARCHAR", {"max_length": _TEXT}), *vectors], indexed)
-    _create(client, names.of("papers"), [("paper_id", "VARCHAR", {"is_primary": True, "max_length": 16}),
-                                         ("seq", "INT64", {}), ("record", "VARCHAR", {"max_length": _TEXT}),
-                                         ("v", "FLOAT_VECTOR", {"dim": 2})], {"v": "FLAT"})
+    _create(
+        client,
+        names.of("chunks"),
+        [
+            key,
+            pid,
+            ("text", "VARCHAR", {"max_length": _TEXT}),
+            ("words", "VARCHAR", {"max_length": _TEXT, "enable_analyzer": True}),
+            *vectors,
+        ],
+        indexed,
+        bm25="words",
+    )
+    _create(
+        client,
+        names.of("sentences"),
+        [key, pid, ("position", "INT64", {}), ("text", "VARCHAR", {"max_length": _TEXT}), *vectors],
+        indexed,
+    )
+    _create(
+        client,
+        names.of("papers"),
+        [
+            ("paper_id", "VARCHAR", {"is_primary": True, "max_length": 16}),
+            ("seq", "INT64", {}),
+            ("record", "VARCHAR", {"max_length": _TEXT}),
+            ("v", "FLOAT_VECTOR", {"dim": 2}),
+        ],
+        {"v": "FLAT"},
+    )
 
 
 def _ensure_meta(client, base: str) -> None:
     if not client.has_collection(f"{base}_meta"):
-        _create(client, f"{base}_meta", [("key", "VARCHAR", {"is_primary": True, "max_length": 64}),
-                                         ("value", "VARCHAR", {"max_length": _TEXT}),
-                                         ("v", "FLOAT_VECTOR", {"dim": 2})], {"v": "FLAT"})
+        _create(
+            client,
+            f"{base}_meta",
+            [
+                ("key", "VARCHAR", {"is_primary": True, "max_length": 64}),
+                ("value", "VARCHAR", {"max_length": _TEXT}),
+                ("v", "FLOAT_VECTOR", {"dim": 2}),
+            ],
+            {"v": "FLAT"},
+        )
 
 
 @dataclass
@@ -202,8 +253,9 @@ class _Embedded:
     papers: list[dict] = field(default_factory=list)
 
 
-def _embed(papers: list[Paper], settings: Settings, embedder, multilingual, show_progress: bool, seq: int,
-           remote=None) -> _Embedded:
+def _embed(
+    papers: list[Paper], settings: Settings, embedder, multilingual, show_progress: bool, seq: int, remote=None
+) -> _Embedded:
     """Chunks and sentences of `papers` with their vectors, as the FAISS build makes them;
     `remote` (a `ray_embedding.RayEmbedding`) embeds them on a Ray cluster instead."""
     from llama_index.core.schema import MetadataMode
@@ -228,13 +280,21 @@ def _embed(papers: list[Paper], settings: Settings, embedder, multilingual, show
     chunk_vectors = vectors(embedder, texts, kept(known.chunks, [n.id_ for n in nodes]), show_progress)
     sentence_vectors = vectors(embedder, [s.text for s in sentences], kept(known.sentences, sentences), show_progress)
     for node, text, words, vector in zip(nodes, texts, bm25_words(texts), chunk_vectors):
-        out.chunks.append({"id": node.id_, "paper_id": node.metadata["paper_id"], "text": text, "words": words,
-                           "dense": vector})
+        out.chunks.append(
+            {"id": node.id_, "paper_id": node.metadata["paper_id"], "text": text, "words": words, "dense": vector}
+        )
     positions: dict[str, int] = {}
     for sentence, vector in zip(sentences, sentence_vectors):
         position = positions[sentence.paper_id] = positions.get(sentence.paper_id, -1) + 1
-        out.sentences.append({"id": f"{sentence.paper_id}-s{position}", "paper_id": sentence.paper_id,
-                              "position": position, "text": sentence.text, "dense": vector})
+        out.sentences.append(
+            {
+                "id": f"{sentence.paper_id}-s{position}",
+                "paper_id": sentence.paper_id,
+                "position": position,
+                "text": sentence.text,
+                "dense": vector,
+            }
+        )
     if multilingual is not None:
         found = vectors(multilingual, texts, kept(known.multilingual_chunks, [n.id_ for n in nodes]), False)
         for row, vector in zip(out.chunks, found):
@@ -242,14 +302,16 @@ def _embed(papers: list[Paper], settings: Settings, embedder, multilingual, show
         found = vectors(multilingual, [s.text for s in sentences], kept(known.multilingual_sentences, sentences), False)
         for row, vector in zip(out.sentences, found):
             row["multilingual"] = vector
-    out.papers = [{"paper_id": p.paper_id, "seq": seq + i, "record": json.dumps(p.to_dict(), ensure_ascii=False),
-                   "v": _NO_VECTOR} for i, p in enumerate(papers)]
+    out.papers = [
+        {"paper_id": p.paper_id, "seq": seq + i, "record": json.dumps(p.to_dict(), ensure_ascii=False), "v": _NO_VECTOR}
+        for i, p in enumerate(papers)
+    ]
     return out
 
 
 def _insert(client, name: str, rows: list[dict]) -> None:
     for start in range(0, len(rows), _BATCH):
-        client.insert(name, rows[start:start + _BATCH])
+        client.insert(name, rows[start : start + _BATCH])
 
 
 def _id_filter(paper_ids: Iterable[str]) -> str:
@@ -356,12 +418,17 @@ class MilvusIndex:
                 return request()
 
     def _search(self, data, field_name: str, k: int) -> list[tuple[str, float]]:
-        found = self._read(lambda: self.client.search(self.names.of("chunks"), data=[data], anns_field=field_name,
-                                                      limit=k, output_fields=["paper_id"]))
+        found = self._read(
+            lambda: self.client.search(
+                self.names.of("chunks"), data=[data], anns_field=field_name, limit=k, output_fields=["paper_id"]
+            )
+        )
         return [(hit["entity"]["paper_id"], float(hit["distance"])) for hit in found[0]]
 
     def dense_ranking(self, vector, k: int, multilingual: bool) -> list[tuple[str, float]]:
-        return self._search(np.asarray(vector, dtype=np.float32).tolist(), "multilingual" if multilingual else "dense", k)
+        return self._search(
+            np.asarray(vector, dtype=np.float32).tolist(), "multilingual" if multilingual else "dense", k
+        )
 
     def bm25_ranking(self, query: str, k: int) -> list[tuple[str, float]]:
         (words,) = bm25_words([query])
@@ -379,16 +446,22 @@ class MilvusIndex:
         if not ids:
             return out
         fields = ["paper_id", "position", "text", "dense"] + (["multilingual"] if self.multilingual_embedder else [])
-        rows = self._read(lambda: self.client.query(self.names.of("sentences"), filter=_id_filter(ids),
-                                                    output_fields=fields, limit=16384))
+        rows = self._read(
+            lambda: self.client.query(
+                self.names.of("sentences"), filter=_id_filter(ids), output_fields=fields, limit=16384
+            )
+        )
         by_paper: dict[str, list[dict]] = {pid: [] for pid in ids}
         for row in rows:
             by_paper[row["paper_id"]].append(row)
         for pid, found in by_paper.items():
             found.sort(key=lambda r: r["position"])
             dense = np.asarray([r["dense"] for r in found], dtype=np.float32).reshape(len(found), -1)
-            multilingual = (np.asarray([r["multilingual"] for r in found], dtype=np.float32).reshape(len(found), -1)
-                            if self.multilingual_embedder else None)
+            multilingual = (
+                np.asarray([r["multilingual"] for r in found], dtype=np.float32).reshape(len(found), -1)
+                if self.multilingual_embedder
+                else None
+            )
             out[pid] = SentenceRows([r["text"] for r in found], dense, multilingual)
             _SENTENCES.put((self.names.generation, pid), out[pid])
         return {pid: out[pid] for pid in wanted}
@@ -406,8 +479,10 @@ def load(settings: Settings, check: bool = True) -> MilvusIndex:
             _loaded(client, f"{settings.milvus_collection}_meta")
         manifest = _read_meta(client, settings.milvus_collection)
         if manifest is None:
-            raise IndexNotFoundError(f"no index in Milvus at {settings.milvus_address} (collection "
-                                     f"{settings.milvus_collection}): run `rag index` with RAG_VECTOR_STORE=milvus")
+            raise IndexNotFoundError(
+                f"no index in Milvus at {settings.milvus_address} (collection "
+                f"{settings.milvus_collection}): run `rag index` with RAG_VECTOR_STORE=milvus"
+            )
         if check:
             _check(manifest, settings)
         names = Names(settings.milvus_collection, manifest["generation"])
@@ -422,8 +497,10 @@ def load(settings: Settings, check: bool = True) -> MilvusIndex:
 def _check(manifest: dict, settings: Settings) -> None:
     for key, wanted in expected_parameters(settings).items():
         if manifest.get(key) != wanted:
-            raise IndexStaleError(f"the Milvus collection {settings.milvus_collection} was built with {key}="
-                                  f"{manifest.get(key)!r}, settings ask for {wanted!r}; run `rag index` to rebuild it")
+            raise IndexStaleError(
+                f"the Milvus collection {settings.milvus_collection} was built with {key}="
+                f"{manifest.get(key)!r}, settings ask for {wanted!r}; run `rag index` to rebuild it"
+            )
 
 
 def _query_encoder(settings: Settings):
@@ -436,13 +513,24 @@ def _models(settings: Settings):
     return documents, (load_multilingual_embedder() if settings.multilingual else None)
 
 
-def _manifest(settings: Settings, generation: str, corpus: Corpus, chunks: int, sentences: int, dimensions: int,
-              kind: str) -> dict:
-    return {**expected_parameters(settings), "store": "milvus", "generation": generation,
-            "version": uuid.uuid4().hex[:12], "papers": len(corpus), "chunks": chunks, "sentences": sentences,
-            "paragraphs": corpus.paragraphs, "dimensions": dimensions, "index_kind": kind,
-            "corpus_hash": corpus.content_hash, "seed_files": corpus.files,
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+def _manifest(
+    settings: Settings, generation: str, corpus: Corpus, chunks: int, sentences: int, dimensions: int, kind: str
+) -> dict:
+    return {
+        **expected_parameters(settings),
+        "store": "milvus",
+        "generation": generation,
+        "version": uuid.uuid4().hex[:12],
+        "papers": len(corpus),
+        "chunks": chunks,
+        "sentences": sentences,
+        "paragraphs": corpus.paragraphs,
+        "dimensions": dimensions,
+        "index_kind": kind,
+        "corpus_hash": corpus.content_hash,
+        "seed_files": corpus.files,
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remote=None) -> dict:
@@ -460,16 +548,22 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
         embedded = _embed(corpus.papers, settings, embedder, multilingual, show_progress, seq=0, remote=remote)
         kind = "HNSW" if len(embedded.chunks) >= settings.hnsw_above else "FLAT"
         dimensions = len(embedded.chunks[0]["dense"]) if embedded.chunks else 0
-        _create_generation(client, names, dimensions,
-                           len(embedded.chunks[0]["multilingual"]) if multilingual and embedded.chunks else None, kind)
+        _create_generation(
+            client,
+            names,
+            dimensions,
+            len(embedded.chunks[0]["multilingual"]) if multilingual and embedded.chunks else None,
+            kind,
+        )
         _write(client, names, embedded, settings)
         for table in _TABLES:
             # Sealed segments are searched through their indexes; rows still in memory are
             # scanned one by one at every search (Milvus Lite: 70 ms instead of 3 at 2,000
             # papers). Adds stay in memory until Milvus seals them with later ones.
             client.flush(names.of(table))
-        manifest = _manifest(settings, generation, corpus, len(embedded.chunks), len(embedded.sentences), dimensions,
-                             kind)
+        manifest = _manifest(
+            settings, generation, corpus, len(embedded.chunks), len(embedded.sentences), dimensions, kind
+        )
         _write_meta(client, base, manifest)
         if before is not None:
             old = Names(base, before["generation"])
@@ -491,7 +585,7 @@ def _drop_generations(client, base: str, keep: set[str]) -> None:
     for name in client.list_collections():
         if not name.startswith(f"{base}_"):
             continue
-        parts = name[len(base) + 1:].split("_")
+        parts = name[len(base) + 1 :].split("_")
         if len(parts) == 2 and _GENERATION.fullmatch(parts[0]) and parts[1] in _TABLES and parts[0] not in keep:
             client.drop_collection(name)
 
@@ -509,9 +603,13 @@ def _add_papers(client, settings: Settings, papers: list[Paper], embedder, multi
         if latest["generation"] == manifest["generation"]:
             break
         manifest = latest
-    manifest = {**latest, "version": uuid.uuid4().hex[:12], "papers": latest["papers"] + len(papers),
-                "chunks": latest["chunks"] + len(embedded.chunks),
-                "sentences": latest["sentences"] + len(embedded.sentences)}
+    manifest = {
+        **latest,
+        "version": uuid.uuid4().hex[:12],
+        "papers": latest["papers"] + len(papers),
+        "chunks": latest["chunks"] + len(embedded.chunks),
+        "sentences": latest["sentences"] + len(embedded.sentences),
+    }
     _write_meta(client, base, manifest)
     return manifest
 
@@ -528,7 +626,9 @@ def _remove_papers(client, settings: Settings, paper_ids: list[str]) -> dict:
     return manifest
 
 
-def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None) -> IndexReport:
+def index_seeds(
+    settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None
+) -> IndexReport:
     """`rag index` on Milvus. A full build from the seed folder, keeping the papers that were
     added through the service or `rag add`; with `only_if_stale`, only the papers of new seed
     files are added and those of removed files deleted."""
@@ -549,8 +649,16 @@ def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: 
             pass
         corpus = Corpus(seeds.papers + kept, seeds.paragraphs + len(kept), seeds.files)
         manifest = build(corpus, settings, show_progress, remote)
-        return IndexReport(_where(settings, manifest), reason, False, manifest["papers"], 0, 0,
-                           time.perf_counter() - started, manifest["chunks"])
+        return IndexReport(
+            _where(settings, manifest),
+            reason,
+            False,
+            manifest["papers"],
+            0,
+            0,
+            time.perf_counter() - started,
+            manifest["chunks"],
+        )
     from_seeds = Corpus([p for p in current.corpus.papers if not _added(p)], 0)
     changes = SeedChanges.between(from_seeds, seeds)
     added = [p for p in seeds.papers if p.paper_id in set(changes.added) and current.corpus.get(p.paper_id) is None]
@@ -562,8 +670,16 @@ def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: 
             manifest = _remove_papers(current.client, settings, changes.removed)
         if added:
             manifest = _add_papers(current.client, settings, added, current.embedder, current.multilingual_embedder)
-    return IndexReport(_where(settings, manifest), str(changes), True, manifest["papers"], len(added),
-                       len(changes.removed), time.perf_counter() - started, manifest["chunks"])
+    return IndexReport(
+        _where(settings, manifest),
+        str(changes),
+        True,
+        manifest["papers"],
+        len(added),
+        len(changes.removed),
+        time.perf_counter() - started,
+        manifest["chunks"],
+    )
 
 
 def _where(settings: Settings, manifest: dict) -> str:
@@ -573,13 +689,17 @@ def _where(settings: Settings, manifest: dict) -> str:
 def add_seed_texts(settings: Settings, items: list[tuple[str, bytes]], current: MilvusIndex | None = None) -> AddResult:
     """Add the abstracts of seed-format files that the collection lacks. The collection is the
     record: no file is written (a replica holds none); `rag index` keeps these papers."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     parsed = [(f"{_ADDED}{stamp}-{name}", parse_seed(raw, name)) for name, raw in items]
     current = current or load(settings)
     new = build_corpus(parsed)
     with milvus_errors(settings):
-        known = {r["paper_id"] for r in current.client.query(current.names.of("papers"), filter=_id_filter(new.by_id),
-                                                              output_fields=["paper_id"], limit=16384)}
+        known = {
+            r["paper_id"]
+            for r in current.client.query(
+                current.names.of("papers"), filter=_id_filter(new.by_id), output_fields=["paper_id"], limit=16384
+            )
+        }
         fresh = [p for p in new.papers if p.paper_id not in known]
         duplicates = [p for p in new.papers if p.paper_id in known]
         if not fresh:

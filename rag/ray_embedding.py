@@ -24,6 +24,7 @@ from .chunking import Sentence
 from .config import Settings
 from .errors import RagError
 
+
 class _Encoders:
     """One per actor: the English encoder (the build's ONNX export, sent through Ray's object
     store, so nodes need not export it; sentence-transformers when there is none) and, when
@@ -65,7 +66,9 @@ class RayEmbedding:
     batch_size: int = 64
     done: str = ""  # what the last run did, for the CLI to print
 
-    def __call__(self, texts: dict[str, str], settings: Settings, encoder: Path | None = None) -> dict[str, dict[str, np.ndarray]]:
+    def __call__(
+        self, texts: dict[str, str], settings: Settings, encoder: Path | None = None
+    ) -> dict[str, dict[str, np.ndarray]]:
         """key -> {"dense": vector, "multilingual": vector} for every text."""
         try:
             import ray
@@ -76,28 +79,44 @@ class RayEmbedding:
         started_here = not ray.is_initialized()
         try:
             if started_here:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                         logging_level=logging.WARNING, **({} if self.address else {"num_cpus": os.cpu_count()}))
+                ray.init(
+                    address=self.address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                    **({} if self.address else {"num_cpus": os.cpu_count()}),
+                )
             workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 2)) // 2)
             nodes = sum(node["Alive"] for node in ray.nodes())
             started = time.perf_counter()
             rows = [{"key": key, "text": text} for key, text in texts.items()]
             dataset = ray.data.from_items(rows).map_batches(
-                _Encoders, fn_constructor_kwargs={"model": settings.embedding_model, "multilingual": settings.multilingual,
-                                                  "onnx": encoder.read_bytes() if encoder and encoder.is_file() else None},
-                batch_size=self.batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
+                _Encoders,
+                fn_constructor_kwargs={
+                    "model": settings.embedding_model,
+                    "multilingual": settings.multilingual,
+                    "onnx": encoder.read_bytes() if encoder and encoder.is_file() else None,
+                },
+                batch_size=self.batch_size,
+                compute=ray.data.ActorPoolStrategy(size=workers),
+                num_cpus=1,
+            )
             out: dict[str, dict[str, np.ndarray]] = {}
             for batch in dataset.iter_batches(batch_size=1024, batch_format="numpy"):
                 for i, key in enumerate(batch["key"]):
                     out[str(key)] = {name: batch[name][i] for name in ("dense", "multilingual") if name in batch}
-            self.done = f"embedded {len(texts)} texts on {workers} Ray actors over {nodes} nodes in " \
-                        f"{time.perf_counter() - started:.1f} s"
+            self.done = (
+                f"embedded {len(texts)} texts on {workers} Ray actors over {nodes} nodes in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
             return out
         except ConnectionError as exc:
             raise RagError(f"cannot reach the Ray cluster at {self.address}: {exc}") from exc
         except ray.exceptions.AuthenticationError as exc:
-            raise RagError(f"the Ray cluster at {self.address} asks for its token: set RAY_AUTH_TOKEN (or "
-                           f"RAY_AUTH_TOKEN_PATH) as on its nodes") from exc
+            raise RagError(
+                f"the Ray cluster at {self.address} asks for its token: set RAY_AUTH_TOKEN (or "
+                f"RAY_AUTH_TOKEN_PATH) as on its nodes"
+            ) from exc
         finally:
             if started_here:
                 ray.shutdown()

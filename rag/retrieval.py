@@ -145,8 +145,15 @@ class Retriever:
         """The best cosine between the retrieval's query and a sentence of the given papers, retrieved or not."""
         known = self.index.sentences_of([pid for pid in paper_ids if pid in self.papers])
         # A paper not retrievable here, or with no sentence, counts 0.0 (a best cosine may be lower).
-        return max((float(_cosines(known[pid], retrieval.vector, retrieval.multilingual).max())
-                    if pid in known and known[pid].texts else 0.0 for pid in paper_ids), default=0.0)
+        return max(
+            (
+                float(_cosines(known[pid], retrieval.vector, retrieval.multilingual).max())
+                if pid in known and known[pid].texts
+                else 0.0
+                for pid in paper_ids
+            ),
+            default=0.0,
+        )
 
 
 def _cosines(rows: SentenceRows, vector: np.ndarray, multilingual: bool) -> np.ndarray:

@@ -36,7 +36,9 @@ def _writer(settings: Settings):
     return _milvus() if settings.vector_store == "milvus" else faiss_index
 
 
-def index_seeds(settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None) -> IndexReport:
+def index_seeds(
+    settings: Settings, show_progress: bool = False, only_if_stale: bool = False, remote=None
+) -> IndexReport:
     """`remote`: a `ray_embedding.RayEmbedding` to embed on Ray rather than in this process."""
     return _writer(settings).index_seeds(settings, show_progress, only_if_stale, remote)
 

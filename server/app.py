@@ -22,6 +22,7 @@ from .metrics import Metrics
 from .middleware import LimitsAndLogging, configure_logging
 from .routes import answers, papers, service
 
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     configure_logging()
@@ -55,9 +56,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings, app.state.keeper, app.state.metrics, app.state.in_flight = settings, keeper, metrics, in_flight
 
-    app.add_middleware(LimitsAndLogging, max_body_bytes=settings.max_body_bytes,
-                       max_chat_body_bytes=settings.max_chat_body_bytes,
-                       max_answers=settings.max_answers_in_flight, in_flight=in_flight, metrics=metrics)
+    app.add_middleware(
+        LimitsAndLogging,
+        max_body_bytes=settings.max_body_bytes,
+        max_chat_body_bytes=settings.max_chat_body_bytes,
+        max_answers=settings.max_answers_in_flight,
+        in_flight=in_flight,
+        metrics=metrics,
+    )
     # Outermost: every log line of a request, the request line included, carries its id, and the
     # response echoes it in X-Request-ID (the caller's own id when it sends a valid one).
     app.add_middleware(CorrelationIdMiddleware, header_name="X-Request-ID")

@@ -26,13 +26,18 @@ def keeper(request: Request) -> AssistantKeeper:
     return request.app.state.keeper
 
 
-def authorised(credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-               settings: Settings = Depends(settings)) -> None:
+def authorised(
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer), settings: Settings = Depends(settings)
+) -> None:
     if not settings.api_key:
         return
     if credentials is None or not secrets.compare_digest(credentials.credentials.strip(), settings.api_key):
-        raise ApiError(401, "unauthorized", "this service needs `Authorization: Bearer <RAG_API_KEY>`",
-                       {"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401,
+            "unauthorized",
+            "this service needs `Authorization: Bearer <RAG_API_KEY>`",
+            {"WWW-Authenticate": "Bearer"},
+        )
 
 
 def assistant(keeper: AssistantKeeper = Depends(keeper)) -> Assistant:

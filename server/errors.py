@@ -67,8 +67,9 @@ def install_handlers(app: FastAPI, llm_errors) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
-        return error_response(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
-                              getattr(exc, "headers", None))
+        return error_response(
+            exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail), getattr(exc, "headers", None)
+        )
 
     @app.exception_handler(CorpusError)
     async def _corpus(request: Request, exc: CorpusError):

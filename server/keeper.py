@@ -65,9 +65,16 @@ class AssistantKeeper:
             report = index_seeds(self.settings, only_if_stale=True)
             if report.build is not None:
                 self.assistant = self._make()
-                log.info("caught_up", extra={"index": str(report.build), "reason": report.reason,
-                                             "added": report.added, "removed": report.removed,
-                                             "seconds": round(report.seconds, 2)})
+                log.info(
+                    "caught_up",
+                    extra={
+                        "index": str(report.build),
+                        "reason": report.reason,
+                        "added": report.added,
+                        "removed": report.removed,
+                        "seconds": round(report.seconds, 2),
+                    },
+                )
         except Exception as exc:  # the last good build keeps serving; without one, /health says why
             error = exc if isinstance(exc, RagError) else RagError(f"cannot load the index: {exc}")
             log.error("catch_up_failed", extra={"error": str(error)})

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -28,9 +29,12 @@ Query = Annotated[str, Field(min_length=1, max_length=2000, description="Natural
 
 def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
     """`assistant()` returns the assistant to answer with, or raises RagError (e.g. still loading)."""
-    server = MCPServer("icml-rag", instructions="Search the ICML 2026 paper abstracts and answer questions about "
-                       "them with citations. Use search_papers to find papers, ask for a cited answer, get_paper "
-                       "for one abstract.")
+    server = MCPServer(
+        "icml-rag",
+        instructions="Search the ICML 2026 paper abstracts and answer questions about "
+        "them with citations. Use search_papers to find papers, ask for a cited answer, get_paper "
+        "for one abstract.",
+    )
 
     async def call(work: Callable[[Assistant], Any]) -> Any:
         """Run blocking library work off the event loop; a library error becomes a tool error."""
@@ -74,10 +78,13 @@ def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
         except LookupError:
             raise ResourceNotFoundError(f"no paper with id {paper_id!r}") from None
 
-    @server.resource("paper://list", mime_type="application/json", name="papers",
-                     description="Every paper: id and name")
+    @server.resource(
+        "paper://list", mime_type="application/json", name="papers", description="Every paper: id and name"
+    )
     async def papers() -> str:
-        listing = await call(lambda ready: [{"paper_id": p.paper_id, "name": p.name} for p in ready.index.corpus.papers])
+        listing = await call(
+            lambda ready: [{"paper_id": p.paper_id, "name": p.name} for p in ready.index.corpus.papers]
+        )
         return json.dumps(listing, ensure_ascii=False)
 
     return server
@@ -94,7 +101,11 @@ class BearerKey:
         if scope["type"] == "http" and self.key:
             sent = dict(scope["headers"]).get(b"authorization", b"").strip()
             if not secrets.compare_digest(sent, f"Bearer {self.key}".encode()):
-                denied = error_response(401, "unauthorized", "this service needs `Authorization: Bearer <RAG_API_KEY>`",
-                                        {"WWW-Authenticate": "Bearer"})
+                denied = error_response(
+                    401,
+                    "unauthorized",
+                    "this service needs `Authorization: Bearer <RAG_API_KEY>`",
+                    {"WWW-Authenticate": "Bearer"},
+                )
                 return await denied(scope, receive, send)
         await self.app(scope, receive, send)

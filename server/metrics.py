@@ -17,14 +17,28 @@ class Metrics:
 
     def __init__(self, in_flight: dict):
         self.registry = CollectorRegistry()
-        self.requests = Counter("rag_http_requests", "HTTP requests by route, method and status",
-                                ["route", "method", "status"], registry=self.registry)
-        self.latency = Histogram("rag_http_request_seconds", "Time to the end of the response, by route",
-                                 ["route"], buckets=_BUCKETS, registry=self.registry)
-        self.answers = Counter("rag_answers", "Answers by outcome: answered, abstained, or the extractive fallback "
-                               "standing in for a failed LLM", ["outcome"], registry=self.registry)
-        self.llm_errors = Counter("rag_llm_errors", "LLM failures that reached the client (fallback off)",
-                                  ["kind"], registry=self.registry)
+        self.requests = Counter(
+            "rag_http_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "rag_http_request_seconds",
+            "Time to the end of the response, by route",
+            ["route"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.answers = Counter(
+            "rag_answers",
+            "Answers by outcome: answered, abstained, or the extractive fallback standing in for a failed LLM",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.llm_errors = Counter(
+            "rag_llm_errors", "LLM failures that reached the client (fallback off)", ["kind"], registry=self.registry
+        )
         self.papers = Gauge("rag_index_papers", "Papers in the loaded index", registry=self.registry)
         self.chunks = Gauge("rag_index_chunks", "Chunks in the loaded index", registry=self.registry)
         in_flight_gauge = Gauge("rag_answers_in_flight", "Answers being served now", registry=self.registry)

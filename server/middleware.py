@@ -23,8 +23,9 @@ class LimitsAndLogging:
     Answers are counted here, around the whole request, because only here is the end certain:
     the count drops when the response is complete or the client has gone, streamed or not."""
 
-    def __init__(self, app, max_body_bytes: int, max_chat_body_bytes: int, max_answers: int, in_flight: dict,
-                 metrics: Metrics):
+    def __init__(
+        self, app, max_body_bytes: int, max_chat_body_bytes: int, max_answers: int, in_flight: dict, metrics: Metrics
+    ):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_chat_body_bytes = max_chat_body_bytes
@@ -58,8 +59,12 @@ class LimitsAndLogging:
                 too_large = error_response(413, "body_too_large", f"request body is over {limit} bytes")
                 await too_large(scope, receive, send_logged)
             elif answering and self.in_flight["answers"] > self.max_answers:
-                busy = error_response(429, "too_many_answers", f"{self.max_answers} answers are being served; retry shortly",
-                              {"Retry-After": "1"})
+                busy = error_response(
+                    429,
+                    "too_many_answers",
+                    f"{self.max_answers} answers are being served; retry shortly",
+                    {"Retry-After": "1"},
+                )
                 await busy(scope, receive, send_logged)
             else:
                 received = 0
@@ -81,8 +86,15 @@ class LimitsAndLogging:
             route = getattr(scope.get("route"), "path", None)
             seconds = time.perf_counter() - started
             self.metrics.request(route or "unrouted", scope["method"], status["code"], seconds)
-            log.info("request", extra={"method": scope["method"], "route": route or scope["path"],
-                                       "status": status["code"], "ms": round(seconds * 1000, 1)})
+            log.info(
+                "request",
+                extra={
+                    "method": scope["method"],
+                    "route": route or scope["path"],
+                    "status": status["code"],
+                    "ms": round(seconds * 1000, 1),
+                },
+            )
 
 
 def configure_logging() -> None:
@@ -95,10 +107,19 @@ def configure_logging() -> None:
     if not logger.handlers:
         handler = logging.StreamHandler()
         handler.addFilter(CorrelationIdFilter(name="request_id", default_value="-"))
-        handler.setFormatter(JsonFormatter("{asctime}{levelname}{name}{message}{correlation_id}", style="{",
-                                           rename_fields={"levelname": "level", "name": "logger",
-                                                          "correlation_id": "request_id", "asctime": "time"},
-                                           json_ensure_ascii=False))
+        handler.setFormatter(
+            JsonFormatter(
+                "{asctime}{levelname}{name}{message}{correlation_id}",
+                style="{",
+                rename_fields={
+                    "levelname": "level",
+                    "name": "logger",
+                    "correlation_id": "request_id",
+                    "asctime": "time",
+                },
+                json_ensure_ascii=False,
+            )
+        )
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False

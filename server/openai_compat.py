@@ -57,7 +57,9 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str | None = Field(None, examples=["icml-rag"])
     messages: list[ChatMessage] = Field(
-        ..., min_length=1, examples=[[{"role": "user", "content": "What speedup does Jacobi Forcing report?"}]],
+        ...,
+        min_length=1,
+        examples=[[{"role": "user", "content": "What speedup does Jacobi Forcing report?"}]],
     )
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -70,8 +72,11 @@ class ChatCompletionRequest(BaseModel):
         users = [m for m in messages if m.role == "user" and m.text().strip()]
         if not users:
             raise ValueError("no user message with text")
-        if messages[-1].role == "user" and task_keys(messages[-1].text()) is None \
-                and len(messages[-1].text().strip()) > MAX_QUESTION:
+        if (
+            messages[-1].role == "user"
+            and task_keys(messages[-1].text()) is None
+            and len(messages[-1].text().strip()) > MAX_QUESTION
+        ):
             raise ValueError(f"the last user message must be at most {MAX_QUESTION} characters")
         return messages
 
@@ -93,8 +98,11 @@ class ChatCompletionRequest(BaseModel):
 
     def history(self, turns: int = 20) -> list[dict]:
         last_user = self._last_user()
-        kept = [{"role": m.role, "content": m.text()[:MAX_TURN]} for m in self.messages[:last_user]
-                if m.role in ("user", "assistant") and m.text().strip()]
+        kept = [
+            {"role": m.role, "content": m.text()[:MAX_TURN]}
+            for m in self.messages[:last_user]
+            if m.role in ("user", "assistant") and m.text().strip()
+        ]
         return kept[-turns:]
 
 
@@ -136,8 +144,9 @@ def task_reply(keys: list[tuple[str, str]], questions: list[str], papers: list[s
         elif "tag" in name:
             reply[key] = ["ICML 2026", *papers[:2]]
         elif "follow" in name or "question" in name:
-            reply[key] = [f"What does {p} propose?" for p in papers[:2]] + \
-                         [f"What results does {p} report?" for p in papers[:1]]
+            reply[key] = [f"What does {p} propose?" for p in papers[:2]] + [
+                f"What results does {p} report?" for p in papers[:1]
+            ]
         elif "quer" in name:
             reply[key] = questions[-1:] or [first]
         else:
@@ -163,15 +172,26 @@ def annotations(answer: Answer, content: str, page_url: str) -> list[dict]:
         if at < 0:
             continue
         start = max(content.rfind(". ", 0, at) + 2, content.rfind("\n", 0, at) + 1, 0)
-        found.append({"type": "url_citation", "url_citation": {
-            "url": f"{page_url}#paper={c.paper_id}", "title": c.name,
-            "start_index": start, "end_index": at + len(marker)}})
+        found.append(
+            {
+                "type": "url_citation",
+                "url_citation": {
+                    "url": f"{page_url}#paper={c.paper_id}",
+                    "title": c.name,
+                    "start_index": start,
+                    "end_index": at + len(marker),
+                },
+            }
+        )
     return found
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def completion(content: str, model: str, tokens: dict, notes: list[dict] | None = None, **extra) -> dict:
@@ -192,9 +212,13 @@ def completion(content: str, model: str, tokens: dict, notes: list[dict] | None 
 def answer_completion(answer: Answer, page_url: str) -> tuple[str, dict]:
     """(the content, the extra fields) of a completion that carries an answer."""
     content = answer.text + sources_text(answer)
-    return content, {"notes": annotations(answer, content, page_url),
-                     "citations": [c.to_dict() for c in answer.citations], "abstained": answer.abstained,
-                     "confidence": answer.confidence, "missing": answer.missing}
+    return content, {
+        "notes": annotations(answer, content, page_url),
+        "citations": [c.to_dict() for c in answer.citations],
+        "abstained": answer.abstained,
+        "confidence": answer.confidence,
+        "missing": answer.missing,
+    }
 
 
 class ChunkWriter:
@@ -237,9 +261,14 @@ class ChunkWriter:
             tail = "\n\n" + answer.text + tail
         out = self.text(tail) if tail else ""
         notes = annotations(answer, self.content, page_url)
-        return out + self.chunk({"annotations": notes} if notes else {}, "stop",
-                                citations=[c.to_dict() for c in answer.citations], abstained=answer.abstained,
-                                confidence=answer.confidence, missing=answer.missing)
+        return out + self.chunk(
+            {"annotations": notes} if notes else {},
+            "stop",
+            citations=[c.to_dict() for c in answer.citations],
+            abstained=answer.abstained,
+            confidence=answer.confidence,
+            missing=answer.missing,
+        )
 
     def whole(self, content: str) -> str:
         """A reply known in full (a background task's JSON, a continuation with nothing to add)."""

@@ -30,7 +30,9 @@ Question = Annotated[str, AfterValidator(_trimmed)]
 
 
 class SearchRequest(BaseModel):
-    query: Question = Field(..., description="What to look for.", examples=["rotary embeddings for vision transformers"])
+    query: Question = Field(
+        ..., description="What to look for.", examples=["rotary embeddings for vision transformers"]
+    )
     k: int = Field(5, ge=1, le=50, description="Number of papers to return.")
 
 
@@ -54,13 +56,18 @@ class Health(BaseModel):
     papers: int
     chunks: int
     embedding_model: str
-    store: str = Field(..., description="Where the index is: faiss (files of this machine) or milvus (a shared collection).")
+    store: str = Field(
+        ..., description="Where the index is: faiss (files of this machine) or milvus (a shared collection)."
+    )
     generator: str
     answers_in_flight: int = Field(..., description="Answers being served now (bounded by RAG_MAX_ANSWERS_IN_FLIGHT).")
-    catching_up: bool = Field(False, description="The index is being brought in line with the seed folder; the last good "
-                              "build serves meanwhile.")
-    pending_papers: int = Field(0, description="Papers the seed folder has and the served build lacks, or the reverse, "
-                                "while catching up.")
+    catching_up: bool = Field(
+        False,
+        description="The index is being brought in line with the seed folder; the last good build serves meanwhile.",
+    )
+    pending_papers: int = Field(
+        0, description="Papers the seed folder has and the served build lacks, or the reverse, while catching up."
+    )
 
 
 class Liveness(BaseModel):
@@ -94,7 +101,8 @@ class AskResponse(BaseModel):
     abstained: bool
     confidence: Literal["high", "low", "none"] = Field(
         description="high: the cited papers support what the question asks; low: they are the closest papers, but "
-        "`missing` (a phrase of the question) is in none of them, as the answer's first sentence says; none: abstained.")
+        "`missing` (a phrase of the question) is in none of them, as the answer's first sentence says; none: abstained."
+    )
     missing: str | None = Field(None, description="The part of the question no cited abstract contains (low answers).")
     query: str
     generator: str
@@ -116,8 +124,12 @@ class PapersResponse(BaseModel):
 
 class AddPapersRequest(BaseModel):
     filename: str = Field(..., min_length=1, max_length=200, examples=["new-abstracts.txt"])
-    content: str = Field(..., min_length=1, description="Seed format: a header line, then abstracts separated by blank lines.",
-                         examples=["My new papers\n\nWe propose ... (an abstract)\n\nAnother abstract ..."])
+    content: str = Field(
+        ...,
+        min_length=1,
+        description="Seed format: a header line, then abstracts separated by blank lines.",
+        examples=["My new papers\n\nWe propose ... (an abstract)\n\nAnother abstract ..."],
+    )
 
 
 class AddPapersResponse(BaseModel):

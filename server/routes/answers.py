@@ -42,17 +42,22 @@ async def models(settings: Settings = Depends(settings)):
 
 def _task_reply(ready, body: openai_compat.ChatCompletionRequest) -> str:
     """The JSON a chat UI's background request asks for, from the conversation it quotes."""
-    questions = openai_compat.chat_questions(body.messages[-1].text()) or \
-        [turn["content"] for turn in body.history() if turn["role"] == "user"]
+    questions = openai_compat.chat_questions(body.messages[-1].text()) or [
+        turn["content"] for turn in body.history() if turn["role"] == "user"
+    ]
     # The papers the conversation is about: its questions together, the latest kept when long.
-    about = " ".join(questions)[-openai_compat.MAX_QUESTION:]
+    about = " ".join(questions)[-openai_compat.MAX_QUESTION :]
     papers = [hit.paper.name for hit in ready.retriever.search(about, 3).hits] if about.strip() else []
     return json.dumps(openai_compat.task_reply(body.task, questions, papers), ensure_ascii=False)
 
 
 @router.post("/v1/chat/completions", responses={**STREAMED, **errors(400, 413, 422, 429, 502, 503, 504)})
-async def chat_completions(body: openai_compat.ChatCompletionRequest, request: Request, ready=Depends(assistant),
-                           settings: Settings = Depends(settings)):
+async def chat_completions(
+    body: openai_compat.ChatCompletionRequest,
+    request: Request,
+    ready=Depends(assistant),
+    settings: Settings = Depends(settings),
+):
     tokenize = tokenizer_of(ready.index.embedder)
     prompt_tokens = sum(len(tokenize(turn["content"])) for turn in body.history()) + len(tokenize(body.question()))
 
@@ -60,14 +65,17 @@ async def chat_completions(body: openai_compat.ChatCompletionRequest, request: R
         return openai_compat.usage(prompt_tokens, len(tokenize(content)))
 
     page_url = str(request.base_url)
-    writer = openai_compat.ChunkWriter(settings.model_id, bool(body.stream_options and body.stream_options.include_usage))
+    writer = openai_compat.ChunkWriter(
+        settings.model_id, bool(body.stream_options and body.stream_options.include_usage)
+    )
     if body.continues or body.task:
         # Continuing a finished answer adds nothing; a background request gets its JSON.
         content = "" if body.continues else await run_in_threadpool(_task_reply, ready, body)
         if not body.stream:
             return openai_compat.completion(content, settings.model_id, tokens(content))
-        return event_stream(iter_async([writer.start(), writer.whole(content), writer.usage(tokens(content)),
-                                        writer.done()]))
+        return event_stream(
+            iter_async([writer.start(), writer.whole(content), writer.usage(tokens(content)), writer.done()])
+        )
     if not body.stream:
         answer = await run_in_threadpool(ready.ask, body.question(), body.history())
         content, extra = openai_compat.answer_completion(answer, page_url)

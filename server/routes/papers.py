@@ -18,13 +18,21 @@ async def papers(ready=Depends(assistant)):
     return {"papers": [p.to_dict() for p in ready.index.corpus.papers]}
 
 
-@router.post("/papers", response_model=AddPapersResponse, status_code=201, dependencies=[Depends(assistant)],
-             responses=errors(400, 413, 422, 503))
+@router.post(
+    "/papers",
+    response_model=AddPapersResponse,
+    status_code=201,
+    dependencies=[Depends(assistant)],
+    responses=errors(400, 413, 422, 503),
+)
 async def add_papers(body: AddPapersRequest, keeper: AssistantKeeper = Depends(keeper)):
     """Add abstracts without a full rebuild; searches meanwhile see the old index."""
     result = await run_in_threadpool(keeper.add, [(body.filename, body.content.encode())])
-    return {"added": [p.to_dict() for p in result.added],
-            "duplicates": [p.to_dict() for p in result.duplicates], "papers": len(keeper.assistant.index.corpus)}
+    return {
+        "added": [p.to_dict() for p in result.added],
+        "duplicates": [p.to_dict() for p in result.duplicates],
+        "papers": len(keeper.assistant.index.corpus),
+    }
 
 
 @router.get("/papers/{paper_id}", response_model=PaperOut, responses=errors(404, 422, 503))
