@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 export HF_HUB_OFFLINE := 1
 
-.PHONY: serve test bench fuzz soak index clean eval-llm chat-ui-check
+.PHONY: serve test lint bench fuzz soak index clean eval-llm chat-ui-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ serve: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# Style and lint gate (ruff, configured in pyproject.toml): .ci/run runs it before the tests.
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check rag server
+	$(BIN)/ruff format --check rag server
 
 # Every benchmark, a few minutes; FAISS at 1M vectors on demand: make bench SIZES=10000,100000,1000000
 SIZES ?= 10000,100000

@@ -209,11 +209,11 @@ class Assistant:
             floor = self.weights(retrieval).answer_above
             return [
                 hit
-                for i, (hit, e, p) in enumerate(zip(retrieval.hits, evidence, belongs))
+                for i, (hit, e, p) in enumerate(zip(retrieval.hits, evidence, belongs, strict=False))
                 if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)
             ]
         share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
-        return [hit for hit, e in zip(retrieval.hits, evidence) if e.probability >= share * best]
+        return [hit for hit, e in zip(retrieval.hits, evidence, strict=False) if e.probability >= share * best]
 
     def abstention(self, hits: list[Hit]) -> str:
         closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]

@@ -152,7 +152,7 @@ class CitationTracker:
             pos = run.end()
         texts[-1].append(held[pos:])
         out = [_unmarked("".join(texts[0]))]
-        for marker, text in zip(markers, texts[1:]):
+        for marker, text in zip(markers, texts[1:], strict=False):
             out += [marker, _unmarked("".join(text))]
         return "".join(out)
 

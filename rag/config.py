@@ -107,16 +107,17 @@ class EvidenceSettings(BaseModel):
             cite_share=0.5,
             standalone_margin=0.025,
         ),
-        description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 and "
-        "few dev questions teach it, so its probabilities are less confident and its floor lower. Their words cannot "
-        "be looked up in English abstracts, so nothing is named as missing: an answer is 'high' or none.",
+        description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 "
+        "and few dev questions teach it, so its probabilities are less confident and its floor lower. Their words "
+        "cannot be looked up in English abstracts, so nothing is named as missing: an answer is 'high' or none.",
     )
 
     several: SeveralWeights = Field(
         SeveralWeights(
             bias=-0.94, dense=1.69, sentence=0.39, coverage=5.88, dense_gap=5.53, sentence_gap=12.57, coverage_gap=-0.89
         ),
-        description="Which papers an English 'Which papers...?' question cites (fitted on dev's several-papers questions).",
+        description="Which papers an English 'Which papers...?' question cites "
+        "(fitted on dev's several-papers questions).",
     )
     several_cite_share: float = Field(
         0.2,

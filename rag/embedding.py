@@ -113,7 +113,9 @@ def export_query_encoder(embedder, path: Path) -> bool:
             )
         onnx = onnx_query_embedder(path, Path(embedder.model_name))
         expected = model.encode(_PROBES, normalize_embeddings=True)
-        agree = all(float(np.dot(onnx.embed(text), want)) > 0.9999 for text, want in zip(_PROBES, expected))
+        agree = all(
+            float(np.dot(onnx.embed(text), want)) > 0.9999 for text, want in zip(_PROBES, expected, strict=False)
+        )
     except Exception:  # an exporter or runtime that cannot do it: keep the torch path
         agree = False
     if not agree:
@@ -184,7 +186,7 @@ def _onnx_class():
                     mask[row, : len(encoding.ids)] = encoding.attention_mask
                 (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
                 pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-                for i, vector in zip(rows, pooled / np.linalg.norm(pooled, axis=1, keepdims=True)):
+                for i, vector in zip(rows, pooled / np.linalg.norm(pooled, axis=1, keepdims=True), strict=False):
                     out[i] = vector
             return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 

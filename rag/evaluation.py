@@ -325,7 +325,7 @@ def plot(report: dict, path: Path) -> None:
     splits = list(report["splits"])
     fig, axes = plt.subplots(len(splits) + 1, 1, figsize=(12, 3.8 * (len(splits) + 1)), squeeze=False)
     outcomes(report, axes[-1, 0])
-    for ax, split in zip(axes[:-1, 0], splits):
+    for ax, split in zip(axes[:-1, 0], splits, strict=False):
         systems = report["splits"][split]["systems"]
         keys = [k for k in HEADLINE if k not in COUNTS and any(systems[s]["overall"][k] is not None for s in systems)]
         width = 0.8 / len(systems)
@@ -374,7 +374,7 @@ def outcomes(report: dict, ax) -> None:
     ):
         widths = [row[i] or 0.0 for row in rows]
         ax.barh(range(len(rows)), widths, left=left, color=colour, label=name)
-        left = [a + b for a, b in zip(left, widths)]
+        left = [a + b for a, b in zip(left, widths, strict=False)]
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()

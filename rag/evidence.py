@@ -228,8 +228,8 @@ class EvidenceModel:
         w = self.settings.several
         weights = [getattr(w, name) for name in SEVERAL_FEATURES]
         return [
-            1.0 if e.named else _sigmoid(w.bias + sum(a * b for a, b in zip(weights, x)))
-            for e, x in zip(evidence, several_features(evidence))
+            1.0 if e.named else _sigmoid(w.bias + sum(a * b for a, b in zip(weights, x, strict=False)))
+            for e, x in zip(evidence, several_features(evidence), strict=False)
         ]
 
     def weights(self, multilingual: bool):

@@ -46,7 +46,8 @@ _SEVERAL = re.compile(
     re.I,
 )
 _HOW_MUCH = re.compile(
-    r"\bhow (much|many|fast|large|big|long|often)\b|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
+    r"\bhow (much|many|fast|large|big|long|often)\b"
+    r"|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
     re.I,
 )
 _NUMBER = re.compile(r"\d")
@@ -283,8 +284,7 @@ class ExtractiveGenerator:
 
     def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
         text = self.compose(question, sources)
-        for word in re.findall(r"\S+\s*", text):
-            yield word
+        yield from re.findall(r"\S+\s*", text)
 
 
 # -- LLM ------------------------------------------------------------------------------------

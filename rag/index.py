@@ -267,7 +267,7 @@ class KnownVectors:
             return {node_id: vectors[int(position)] for position, node_id in index.index_struct.nodes_dict.items()}
 
         def sentences(matrix) -> dict[Sentence, np.ndarray]:
-            return {} if matrix is None else dict(zip(previous.sentences, matrix))
+            return {} if matrix is None else dict(zip(previous.sentences, matrix, strict=False))
 
         return cls(
             chunks(previous.dense),
@@ -281,7 +281,7 @@ def _embed_sentences(embed_model, sentences: list[Sentence], known: dict, show_p
     missing = [s for s in sentences if s not in known]
     if missing:
         vectors = embed_model.get_text_embedding_batch([s.text for s in missing], show_progress=show_progress)
-        known = {**known, **dict(zip(missing, np.asarray(vectors, dtype=np.float32)))}
+        known = {**known, **dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=False))}
     return np.asarray([known[s] for s in sentences], dtype=np.float32).reshape(len(sentences), -1)
 
 
@@ -460,9 +460,7 @@ def _seal(work: Path, manifest: dict, linked: dict | None = None) -> Path:
     final name; `_publish` makes it current."""
     manifest["files"] = _file_table(work, linked)
     (work / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    final = (
-        work.parent / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{manifest['corpus_hash'][:8]}-{uuid.uuid4().hex[:4]}"
-    )
+    final = work.parent / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{manifest['corpus_hash'][:8]}-{uuid.uuid4().hex[:4]}"
     work.rename(final)
     return final
 

@@ -29,6 +29,7 @@ for abstention), a sentence table, and control of the write order that makes add
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -68,7 +69,7 @@ _ADDED = "added-"
 _GENERATION = re.compile(r"[0-9a-f]{8}")
 _TABLES = ("chunks", "sentences", "papers")
 _NOT_LOADED = 101  # Milvus' error code for a collection that is not loaded
-_UNREACHABLE = 2  # pymilvus': the server cannot be reached  # seed names of papers added through `rag add` / POST /papers (see index.add_seed_texts)
+_UNREACHABLE = 2  # pymilvus': the server cannot be reached
 
 
 @lru_cache(maxsize=1)
@@ -279,12 +280,12 @@ def _embed(
 
     chunk_vectors = vectors(embedder, texts, kept(known.chunks, [n.id_ for n in nodes]), show_progress)
     sentence_vectors = vectors(embedder, [s.text for s in sentences], kept(known.sentences, sentences), show_progress)
-    for node, text, words, vector in zip(nodes, texts, bm25_words(texts), chunk_vectors):
+    for node, text, words, vector in zip(nodes, texts, bm25_words(texts), chunk_vectors, strict=False):
         out.chunks.append(
             {"id": node.id_, "paper_id": node.metadata["paper_id"], "text": text, "words": words, "dense": vector}
         )
     positions: dict[str, int] = {}
-    for sentence, vector in zip(sentences, sentence_vectors):
+    for sentence, vector in zip(sentences, sentence_vectors, strict=False):
         position = positions[sentence.paper_id] = positions.get(sentence.paper_id, -1) + 1
         out.sentences.append(
             {
@@ -297,10 +298,10 @@ def _embed(
         )
     if multilingual is not None:
         found = vectors(multilingual, texts, kept(known.multilingual_chunks, [n.id_ for n in nodes]), False)
-        for row, vector in zip(out.chunks, found):
+        for row, vector in zip(out.chunks, found, strict=False):
             row["multilingual"] = vector
         found = vectors(multilingual, [s.text for s in sentences], kept(known.multilingual_sentences, sentences), False)
-        for row, vector in zip(out.sentences, found):
+        for row, vector in zip(out.sentences, found, strict=False):
             row["multilingual"] = vector
     out.papers = [
         {"paper_id": p.paper_id, "seq": seq + i, "record": json.dumps(p.to_dict(), ensure_ascii=False), "v": _NO_VECTOR}
@@ -643,10 +644,8 @@ def index_seeds(
             reason = str(exc)
     if current is None:
         kept = []  # added through the service: the collection is their only record, whatever its model
-        try:
+        with contextlib.suppress(IndexNotFoundError):
             kept = [p for p in load(settings, check=False).corpus.papers if seeds.get(p.paper_id) is None and _added(p)]
-        except IndexNotFoundError:
-            pass
         corpus = Corpus(seeds.papers + kept, seeds.paragraphs + len(kept), seeds.files)
         manifest = build(corpus, settings, show_progress, remote)
         return IndexReport(

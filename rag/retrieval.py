@@ -129,7 +129,7 @@ class Retriever:
                     # A paper only BM25 found: its best sentence cosine stands in.
                     dense_score=dense[pid][1] if pid in dense else float(scores.max(initial=0.0)),
                     snippet=sentences[pid].texts[int(np.argmax(scores))] if len(scores) else "",
-                    sentence_scores=dict(zip(sentences[pid].texts, map(float, scores))),
+                    sentence_scores=dict(zip(sentences[pid].texts, map(float, scores), strict=False)),
                     sentences=sentences[pid],
                 )
             )
@@ -139,7 +139,7 @@ class Retriever:
         """`hit` with its sentences scored against another retrieval's query: a follow-up's paper
         is found with the conversation, its answering sentences with the question itself."""
         scores = _cosines(hit.sentences, retrieval.vector, retrieval.multilingual)
-        return replace(hit, sentence_scores=dict(zip(hit.sentences.texts, map(float, scores))))
+        return replace(hit, sentence_scores=dict(zip(hit.sentences.texts, map(float, scores), strict=False)))
 
     def sentence_fit(self, retrieval: Retrieval, paper_ids: list[str]) -> float:
         """The best cosine between the retrieval's query and a sentence of the given papers, retrieved or not."""
