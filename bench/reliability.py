@@ -33,10 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
 
 from rag.corpus import load_corpus, paper_id_for, read_seed_file  # noqa: E402
-
-from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
 
 STAGES = ["seed-written", "embedding", "writing", "before-publish", "after-publish"]
 
@@ -44,20 +43,34 @@ STAGES = ["seed-written", "embedding", "writing", "before-publish", "after-publi
 class Workspace:
     def __init__(self, root: Path):
         self.seeds, self.index = root / "seeds", root / "index"
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAG_SEEDS_DIR": str(self.seeds),
-                    "RAG_INDEX_DIR": str(self.index)}
+        self.env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "RAG_SEEDS_DIR": str(self.seeds),
+            "RAG_INDEX_DIR": str(self.index),
+        }
 
     def rag(self, *args) -> float:
         """Run `rag ARGS`; its wall time in seconds."""
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=self.env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "rag.cli", *args],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return time.perf_counter() - started
 
     def killed_add(self, path: Path, stage: str) -> None:
-        proc = subprocess.Popen([sys.executable, "-m", "rag.cli", "add", str(path)], cwd=ROOT,
-                                env={**self.env, "RAG_PAUSE_AT": stage},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rag.cli", "add", str(path)],
+            cwd=ROOT,
+            env={**self.env, "RAG_PAUSE_AT": stage},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         marker = self.index / f".paused-{stage}"
         while not marker.exists():
             if proc.poll() is not None:
@@ -72,9 +85,25 @@ class Workspace:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
-                                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                                cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "server.app:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             while True:
                 try:
@@ -93,8 +122,7 @@ class Workspace:
     def papers(self) -> tuple[set[str], int, int]:
         """The index's paper ids, its paragraph count, and the seed folder's paragraph count."""
         manifest = json.loads((self.index / "current" / "papers.json").read_text())
-        return ({p["paper_id"] for p in manifest["papers"]}, manifest["paragraphs"],
-                load_corpus(self.seeds).paragraphs)
+        return ({p["paper_id"] for p in manifest["papers"]}, manifest["paragraphs"], load_corpus(self.seeds).paragraphs)
 
 
 def grown_catch_up(held_back: Path, synthetic: int) -> dict:
@@ -112,15 +140,23 @@ def grown_catch_up(held_back: Path, synthetic: int) -> dict:
         added = ws.rag("index", "--if-needed")
         embedded = json.loads((ws.index / "current" / "manifest.json").read_text())["embedded"]
         full = ws.rag("index", "-q")
-        return {"papers": len(load_corpus(ws.seeds)), "full_rebuild_s": round(full, 1),
-                "one_file_added_s": round(added, 1), "ratio_one_file": round(added / full, 3),
-                "catch_up_embedded": embedded}
+        return {
+            "papers": len(load_corpus(ws.seeds)),
+            "full_rebuild_s": round(full, 1),
+            "one_file_added_s": round(added, 1),
+            "ratio_one_file": round(added / full, 3),
+            "catch_up_embedded": embedded,
+        }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--grown", type=int, default=400,
-                        help="synthetic abstracts of the grown corpus for the second catch-up figure (0: skip)")
+    parser.add_argument(
+        "--grown",
+        type=int,
+        default=400,
+        help="synthetic abstracts of the grown corpus for the second catch-up figure (0: skip)",
+    )
     args = parser.parse_args()
     seed_files = sorted((ROOT / "seeds").glob("*.txt"))
     held_back = seed_files[-1]
@@ -143,12 +179,17 @@ def main() -> None:
         (ws.seeds / held_back.name).unlink()
         ws.rag("index", "--if-needed")
         header = held_back.read_text().split("\n", 1)[0]
-        (ws.seeds / "five.txt").write_text("\n\n".join([header, *[a for a in read_seed_file(held_back) if paper_id_for(a) not in four.by_id][:5]]) + "\n")
+        (ws.seeds / "five.txt").write_text(
+            "\n\n".join([header, *[a for a in read_seed_file(held_back) if paper_id_for(a) not in four.by_id][:5]])
+            + "\n"
+        )
         five = ws.rag("index", "--if-needed")
         results["catch_up"] = {
             "full_rebuild_s": round(statistics.median(full), 1),
-            "one_file_added_s": round(added, 1), "one_file_papers": one_file_papers,
-            "five_papers_added_s": round(five, 1), "one_file_removed_s": round(removed, 1),
+            "one_file_added_s": round(added, 1),
+            "one_file_papers": one_file_papers,
+            "five_papers_added_s": round(five, 1),
+            "one_file_removed_s": round(removed, 1),
             "ratio_one_file": round(added / statistics.median(full), 3),
             "ratio_five_papers": round(five / statistics.median(full), 3),
         }
@@ -166,7 +207,9 @@ def main() -> None:
             ids, index_paragraphs, seed_paragraphs = ws.papers()
             lost += len(everything.by_id.keys() - ids)
             # An abstract written twice into the folder or the index shows as extra paragraphs.
-            duplicated += max(0, seed_paragraphs - everything.paragraphs) + max(0, index_paragraphs - everything.paragraphs)
+            duplicated += max(0, seed_paragraphs - everything.paragraphs) + max(
+                0, index_paragraphs - everything.paragraphs
+            )
             for added_file in ws.seeds.glob("added-*.txt"):  # back to the four files for the next kill
                 added_file.unlink()
             ws.rag("index", "--if-needed")
@@ -179,15 +222,21 @@ def main() -> None:
 
     c = results["catch_up"]
     print(f"full rebuild ({len(everything)} papers, `rag index`)        {c['full_rebuild_s']:>6.1f} s")
-    print(f"catch-up, one file of {c['one_file_papers']} papers added         {c['one_file_added_s']:>6.1f} s"
-          f"  ({c['ratio_one_file']:.0%} of the rebuild)")
-    print(f"catch-up, one file of 5 papers added           {c['five_papers_added_s']:>6.1f} s"
-          f"  ({c['ratio_five_papers']:.0%})")
+    print(
+        f"catch-up, one file of {c['one_file_papers']} papers added         {c['one_file_added_s']:>6.1f} s"
+        f"  ({c['ratio_one_file']:.0%} of the rebuild)"
+    )
+    print(
+        f"catch-up, one file of 5 papers added           {c['five_papers_added_s']:>6.1f} s"
+        f"  ({c['ratio_five_papers']:.0%})"
+    )
     print(f"catch-up, one file removed                     {c['one_file_removed_s']:>6.1f} s")
     if "catch_up_grown" in results:
         g = results["catch_up_grown"]
-        print(f"grown corpus ({g['papers']} papers): full rebuild {g['full_rebuild_s']:.1f} s, catch-up for the same file "
-              f"{g['one_file_added_s']:.1f} s  ({g['ratio_one_file']:.0%} of the rebuild)")
+        print(
+            f"grown corpus ({g['papers']} papers): full rebuild {g['full_rebuild_s']:.1f} s, catch-up for the same file "
+            f"{g['one_file_added_s']:.1f} s  ({g['ratio_one_file']:.0%} of the rebuild)"
+        )
     for stage, seconds in results["restart_to_healthy_s"].items():
         print(f"restart to healthy, add killed at {stage:<15}{seconds:>6.2f} s")
     print(f"papers lost {results['papers_lost']}, duplicated {results['papers_duplicated']}")

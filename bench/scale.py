@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
 
 from rag.chunking import split_sentences  # noqa: E402
 from rag.config import Settings  # noqa: E402
@@ -47,13 +48,19 @@ from rag.corpus import build_corpus, load_corpus  # noqa: E402
 from rag.index import QUERY_ENCODER, KnownVectors, build_index, load_index  # noqa: E402
 from rag.milvus_index import GRPC_OPTIONS  # noqa: E402
 
-from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
-
 SEEDS = ROOT / "seeds"
-QUERIES = ["rotary position embeddings for vision transformers", "speculative decoding with draft models",
-           "benchmarks for tool-using agents", "federated learning on graphs", "medical audio question answering",
-           "diffusion language models decoding in parallel", "watermarking generated text", "spiking neural networks",
-           "optimizers for large language model training", "robustness of reinforcement learning policies"]
+QUERIES = [
+    "rotary position embeddings for vision transformers",
+    "speculative decoding with draft models",
+    "benchmarks for tool-using agents",
+    "federated learning on graphs",
+    "medical audio question answering",
+    "diffusion language models decoding in parallel",
+    "watermarking generated text",
+    "spiking neural networks",
+    "optimizers for large language model training",
+    "robustness of reinforcement learning policies",
+]
 
 
 def free_port() -> int:
@@ -108,10 +115,25 @@ class Served:
     def __init__(self, env: dict, log: Path):
         self.url = f"http://127.0.0.1:{free_port()}"
         with open(log, "w") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
-                                          "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
-                                          "--log-level", "warning"], cwd=ROOT, env={**os.environ, **env},
-                                         stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "server.app:create_app",
+                    "--factory",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    self.url.rsplit(":", 1)[1],
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env={**os.environ, **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 300
         while True:
             try:
@@ -145,9 +167,20 @@ class MilvusServer:
     def __init__(self, data_dir: Path):
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([Path(sys.executable).with_name("milvus-lite"), "server", "--data-dir",
-                                      str(data_dir), "--host", "127.0.0.1", "--port", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                Path(sys.executable).with_name("milvus-lite"),
+                "server",
+                "--data-dir",
+                str(data_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         from pymilvus import MilvusClient
 
         for _ in range(300):
@@ -196,18 +229,32 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
 
     def rebuild() -> float:
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "rag.cli", "index", "--quiet"], cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL,
-                       env={**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(SEEDS)})
+        subprocess.run(
+            [sys.executable, "-m", "rag.cli", "index", "--quiet"],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(SEEDS)},
+        )
         return time.perf_counter() - started
 
     runs = [(rebuild(), seconds(onnx), seconds(multilingual)) for _ in range(rounds)]
     rebuild_s, onnx_s, multilingual_s = (statistics.median(column) for column in zip(*runs))
     alone = statistics.median(o + m for _, o, m in runs)
-    return {"papers": len(corpus), "texts": len(texts), "build_s": build_s, "rebuild_s": rebuild_s,
-            "rebuilds_s": [r for r, _, _ in runs], "encoders_alone_s": alone, "ratio": alone / build_s,
-            "rebuild_ratio": alone / rebuild_s, "english_onnx_s": onnx_s, "english_torch_s": seconds(torch_model),
-            "multilingual_s": multilingual_s, "papers_per_s": len(corpus) / rebuild_s}
+    return {
+        "papers": len(corpus),
+        "texts": len(texts),
+        "build_s": build_s,
+        "rebuild_s": rebuild_s,
+        "rebuilds_s": [r for r, _, _ in runs],
+        "encoders_alone_s": alone,
+        "ratio": alone / build_s,
+        "rebuild_ratio": alone / rebuild_s,
+        "english_onnx_s": onnx_s,
+        "english_torch_s": seconds(torch_model),
+        "multilingual_s": multilingual_s,
+        "papers_per_s": len(corpus) / rebuild_s,
+    }
 
 
 RAY_RUN = """
@@ -226,19 +273,40 @@ def ray_scaling(work: Path, papers: int) -> dict:
         return {"skipped": "needs `unshare -n` (root) to keep Ray on loopback"}
     seeds = work / "seeds"
     write_seed_file(seeds, synthetic_abstracts(papers, seed=7))
-    env = {**os.environ, "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run(["unshare", "-n", "bash", "-c", RAY_RUN.format(python=sys.executable, work=work)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    env = {
+        **os.environ,
+        "RAG_SEEDS_DIR": str(seeds),
+        "RAG_MULTILINGUAL": "false",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["unshare", "-n", "bash", "-c", RAY_RUN.format(python=sys.executable, work=work)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stdout + done.stderr[-3000:])
     builds = [float(m) for m in re.findall(r"chunks in ([\d.]+) s", done.stdout)]
-    embedded = [(int(t), float(s)) for t, s in re.findall(r"embedded (\d+) texts on \d+ Ray actors over \d+ nodes in ([\d.]+) s",
-                                                         done.stdout)]
+    embedded = [
+        (int(t), float(s))
+        for t, s in re.findall(r"embedded (\d+) texts on \d+ Ray actors over \d+ nodes in ([\d.]+) s", done.stdout)
+    ]
     (texts, one_s), (_, two_s) = embedded
-    return {"papers": papers, "texts": texts, "single_process_build_s": builds[0], "ray1_build_s": builds[1],
-            "ray2_build_s": builds[2], "ray1_embed_s": one_s, "ray2_embed_s": two_s,
-            "ray1_texts_per_s": texts / one_s, "ray2_texts_per_s": texts / two_s, "speedup_2_vs_1": one_s / two_s}
+    return {
+        "papers": papers,
+        "texts": texts,
+        "single_process_build_s": builds[0],
+        "ray1_build_s": builds[1],
+        "ray2_build_s": builds[2],
+        "ray1_embed_s": one_s,
+        "ray2_embed_s": two_s,
+        "ray1_texts_per_s": texts / one_s,
+        "ray2_texts_per_s": texts / two_s,
+        "speedup_2_vs_1": one_s / two_s,
+    }
 
 
 def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings:
@@ -246,18 +314,26 @@ def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings
     from rag import milvus_index
 
     source = load_index(faiss_settings)
-    settings = faiss_settings.model_copy(update={"vector_store": "milvus", "milvus_uri": uri,
-                                                 "milvus_collection": collection})
+    settings = faiss_settings.model_copy(
+        update={"vector_store": "milvus", "milvus_uri": uri, "milvus_collection": collection}
+    )
     milvus_index.build(source.corpus, settings, remote=VectorsOf(source))
     return settings
 
 
 def env_of(settings: Settings, models: Path) -> dict:
-    env = {"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(settings.seeds_dir),
-           "RAG_MULTILINGUAL": str(settings.multilingual).lower(), "RAG_VECTOR_STORE": settings.vector_store}
+    env = {
+        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_SEEDS_DIR": str(settings.seeds_dir),
+        "RAG_MULTILINGUAL": str(settings.multilingual).lower(),
+        "RAG_VECTOR_STORE": settings.vector_store,
+    }
     if settings.vector_store == "milvus":
-        env.update(RAG_MILVUS_URI=settings.milvus_uri, RAG_MILVUS_COLLECTION=settings.milvus_collection,
-                   RAG_INDEX_DIR=str(models))
+        env.update(
+            RAG_MILVUS_URI=settings.milvus_uri,
+            RAG_MILVUS_COLLECTION=settings.milvus_collection,
+            RAG_INDEX_DIR=str(models),
+        )
     return env
 
 
@@ -269,10 +345,14 @@ def search_latency(work: Path, milvus: MilvusServer, rounds: int, synthetic: int
     write_seed_file(big / "seeds", synthetic_abstracts(synthetic))
     corpus = load_corpus(big / "seeds")
     started = time.perf_counter()
-    build_index(corpus, settings, remote=SeedSentenceVectors(load_index(Settings(index_dir=seed_index, seeds_dir=SEEDS))))
+    build_index(
+        corpus, settings, remote=SeedSentenceVectors(load_index(Settings(index_dir=seed_index, seeds_dir=SEEDS)))
+    )
     out["synthetic_build_s"] = time.perf_counter() - started
-    for label, index_dir, seeds, multilingual in (("86", seed_index, SEEDS, True),
-                                                  (str(synthetic), big / "index", big / "seeds", False)):
+    for label, index_dir, seeds, multilingual in (
+        ("86", seed_index, SEEDS, True),
+        (str(synthetic), big / "index", big / "seeds", False),
+    ):
         faiss_settings = Settings(index_dir=index_dir, seeds_dir=seeds, multilingual=multilingual)
         started = time.perf_counter()
         milvus_settings = milvus_from(faiss_settings, milvus.uri, f"bench{label}")
@@ -288,15 +368,17 @@ def search_latency(work: Path, milvus: MilvusServer, rounds: int, synthetic: int
 
 def add_visible(work: Path, milvus: MilvusServer, adds: int) -> dict:
     settings = Settings(index_dir=ROOT / "index", seeds_dir=SEEDS).model_copy(
-        update={"vector_store": "milvus", "milvus_uri": milvus.uri, "milvus_collection": "bench86"})
+        update={"vector_store": "milvus", "milvus_uri": milvus.uri, "milvus_collection": "bench86"}
+    )
     env = env_of(settings, work / "models")
     a, b = Served(env, work / "a.log"), Served(env, work / "b.log")
     seconds = []
     try:
         for i, text in enumerate(synthetic_abstracts(adds, seed=99)):
             paper_id = build_corpus([("x.txt", [text])]).papers[0].paper_id
-            posted = httpx.post(f"{a.url}/papers", json={"filename": f"add{i}.txt", "content": f"New\n\n{text}\n"},
-                                timeout=120)
+            posted = httpx.post(
+                f"{a.url}/papers", json={"filename": f"add{i}.txt", "content": f"New\n\n{text}\n"}, timeout=120
+            )
             posted.raise_for_status()
             started = time.perf_counter()
             while httpx.get(f"{b.url}/papers/{paper_id}").status_code != 200:
@@ -316,18 +398,47 @@ def evaluation(work: Path, milvus: MilvusServer) -> dict:
     for store in ("faiss", "milvus"):
         env = {**os.environ, "RAG_INDEX_DIR": str(ROOT / "index"), "RAG_SEEDS_DIR": str(SEEDS)}
         if store == "milvus":
-            env.update(RAG_VECTOR_STORE="milvus", RAG_MILVUS_URI=milvus.uri, RAG_MILVUS_COLLECTION="bench86",
-                       RAG_INDEX_DIR=str(work / "models"))
+            env.update(
+                RAG_VECTOR_STORE="milvus",
+                RAG_MILVUS_URI=milvus.uri,
+                RAG_MILVUS_COLLECTION="bench86",
+                RAG_INDEX_DIR=str(work / "models"),
+            )
         with tempfile.TemporaryDirectory() as reports:
-            subprocess.run([sys.executable, "-m", "rag.cli", "eval", "--split", "dev,test", "--systems", "hybrid",
-                            "--out", reports], cwd=ROOT, env=env, check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rag.cli",
+                    "eval",
+                    "--split",
+                    "dev,test",
+                    "--systems",
+                    "hybrid",
+                    "--out",
+                    reports,
+                ],
+                cwd=ROOT,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             (report,) = Path(reports).glob("*/report.json")
             data = json.loads(report.read_text())
-        out[store] = {split: {k: v for k, v in figures["systems"]["hybrid"]["overall"].items()
-                              if isinstance(v, (int, float)) and "_ms_" not in k}
-                      for split, figures in data["splits"].items()}
-    worst = max(abs(out["faiss"][split][k] - out["milvus"][split][k]) for split in out["faiss"]
-                for k in out["faiss"][split] if k in out["milvus"][split])
+        out[store] = {
+            split: {
+                k: v
+                for k, v in figures["systems"]["hybrid"]["overall"].items()
+                if isinstance(v, (int, float)) and "_ms_" not in k
+            }
+            for split, figures in data["splits"].items()
+        }
+    worst = max(
+        abs(out["faiss"][split][k] - out["milvus"][split][k])
+        for split in out["faiss"]
+        for k in out["faiss"][split]
+        if k in out["milvus"][split]
+    )
     return {"largest_difference": worst, **out}
 
 
@@ -356,27 +467,39 @@ def main() -> None:
 def report(results: dict, synthetic: int) -> None:
     b, r, s = results["build"], results["ray"], results["search"]
     print(f"first build, {b['papers']} papers ({b['texts']} texts, both models, ONNX export)  {b['build_s']:6.1f} s")
-    print(f"  `rag index` again (own process, export cached), median  {b['rebuild_s']:6.1f} s  "
-          f"({b['papers_per_s']:.2f} papers/s; {', '.join(f'{x:.1f}' for x in b['rebuilds_s'])})")
-    print(f"  the encoders alone on the same texts, median            {b['encoders_alone_s']:6.1f} s  ratio "
-          f"{b['rebuild_ratio']:.2f} (rebuild), {b['ratio']:.2f} (first build); English ONNX "
-          f"{b['english_onnx_s']:.1f} s, torch {b['english_torch_s']:.1f} s; multilingual-e5 {b['multilingual_s']:.1f} s")
+    print(
+        f"  `rag index` again (own process, export cached), median  {b['rebuild_s']:6.1f} s  "
+        f"({b['papers_per_s']:.2f} papers/s; {', '.join(f'{x:.1f}' for x in b['rebuilds_s'])})"
+    )
+    print(
+        f"  the encoders alone on the same texts, median            {b['encoders_alone_s']:6.1f} s  ratio "
+        f"{b['rebuild_ratio']:.2f} (rebuild), {b['ratio']:.2f} (first build); English ONNX "
+        f"{b['english_onnx_s']:.1f} s, torch {b['english_torch_s']:.1f} s; multilingual-e5 {b['multilingual_s']:.1f} s"
+    )
     if "skipped" in r:
         print(f"Ray: skipped ({r['skipped']})")
     else:
-        print(f"Ray, {r['papers']} synthetic papers ({r['texts']} texts, English model): one process "
-              f"{r['single_process_build_s']:.1f} s; Ray embedding 1 actor {r['ray1_embed_s']:.1f} s "
-              f"({r['ray1_texts_per_s']:.0f} texts/s), 2 actors {r['ray2_embed_s']:.1f} s "
-              f"({r['ray2_texts_per_s']:.0f} texts/s): {r['speedup_2_vs_1']:.2f}x")
+        print(
+            f"Ray, {r['papers']} synthetic papers ({r['texts']} texts, English model): one process "
+            f"{r['single_process_build_s']:.1f} s; Ray embedding 1 actor {r['ray1_embed_s']:.1f} s "
+            f"({r['ray1_texts_per_s']:.0f} texts/s), 2 actors {r['ray2_embed_s']:.1f} s "
+            f"({r['ray2_texts_per_s']:.0f} texts/s): {r['speedup_2_vs_1']:.2f}x"
+        )
     for label in ("86", str(synthetic)):
         f50, f95 = s[f"faiss_{label}_search_ms"]
         m50, m95 = s[f"milvus_{label}_search_ms"]
-        print(f"/search over HTTP at {label:>6} papers: FAISS p50 {f50:.1f} ms (p95 {f95:.1f}), "
-              f"Milvus Lite p50 {m50:.1f} ms (p95 {m95:.1f})")
+        print(
+            f"/search over HTTP at {label:>6} papers: FAISS p50 {f50:.1f} ms (p95 {f95:.1f}), "
+            f"Milvus Lite p50 {m50:.1f} ms (p95 {m95:.1f})"
+        )
     a = results["add_visible"]
-    print(f"add through replica A, visible on replica B: median {a['visible_median_s']:.2f} s "
-          f"({', '.join(f'{x:.2f}' for x in a['visible_s'])})")
-    print(f"evaluation, Milvus vs FAISS: largest difference of any figure {results['evaluation']['largest_difference']:.3f}")
+    print(
+        f"add through replica A, visible on replica B: median {a['visible_median_s']:.2f} s "
+        f"({', '.join(f'{x:.2f}' for x in a['visible_s'])})"
+    )
+    print(
+        f"evaluation, Milvus vs FAISS: largest difference of any figure {results['evaluation']['largest_difference']:.3f}"
+    )
     out = ROOT / "bench" / "results" / "scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -40,10 +40,16 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 QUERIES = [
-    "rotary embeddings for vision transformers", "caching for diffusion language models",
-    "What speedup does Jacobi Forcing report?", "medical audio question answering",
-    "watermark removal attacks", "protein interaction prediction", "safe robot navigation decoding",
-    "quantization of vision-language models", "spiking neural networks conversion", "loss spikes with Adam",
+    "rotary embeddings for vision transformers",
+    "caching for diffusion language models",
+    "What speedup does Jacobi Forcing report?",
+    "medical audio question answering",
+    "watermark removal attacks",
+    "protein interaction prediction",
+    "safe robot navigation decoding",
+    "quantization of vision-language models",
+    "spiking neural networks conversion",
+    "loss spikes with Adam",
 ]
 
 
@@ -71,12 +77,17 @@ class Served:
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port), "--workers", str(workers)],
-            cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         while True:
             try:
-                statuses = {httpx.get(f"{self.url}/health", headers={"Connection": "close"}).status_code
-                            for _ in range(4 * workers)}
+                statuses = {
+                    httpx.get(f"{self.url}/health", headers={"Connection": "close"}).status_code
+                    for _ in range(4 * workers)
+                }
                 if statuses == {200}:
                     break
             except httpx.TransportError:
@@ -88,8 +99,10 @@ class Served:
 
     def peak_rss_mb(self) -> float:
         """VmHWM of the process and its workers."""
-        pids = [self.proc.pid] + [int(p) for p in subprocess.run(
-            ["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()]
+        pids = [self.proc.pid] + [
+            int(p)
+            for p in subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        ]
         total = 0
         for pid in pids:
             status = Path(f"/proc/{pid}/status").read_text()
@@ -135,11 +148,13 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
         build = build_index(corpus, settings)
         build_s = time.perf_counter() - started
         chunk_count = json.loads((build / "manifest.json").read_text())["chunks"]
-        figures.update({
-            "full_build_s": round(build_s, 1),
-            "full_build_abstracts_per_s": round(len(corpus) / build_s, 2),
-            "full_build_chunks_per_s": round(chunk_count / build_s, 2),
-        })
+        figures.update(
+            {
+                "full_build_s": round(build_s, 1),
+                "full_build_abstracts_per_s": round(len(corpus) / build_s, 2),
+                "full_build_chunks_per_s": round(chunk_count / build_s, 2),
+            }
+        )
     return figures
 
 
@@ -176,28 +191,51 @@ def bench_latency(settings, served: Served, rounds: int) -> dict:
     local_search = timed(lambda q: assistant.retriever.search(q, 5))
     local_ask = timed(lambda q: assistant.ask(q))
     return {
-        "search_http": summary(http_search), "search_in_process": summary(local_search),
-        "ask_http": summary(http_ask), "ask_in_process": summary(local_ask),
+        "search_http": summary(http_search),
+        "search_in_process": summary(local_search),
+        "ask_http": summary(http_ask),
+        "ask_in_process": summary(local_ask),
         "first_sse_token": summary(first_token),
         "search_in_process_mean_ms": round(statistics.mean(local_search), 2),
     }
 
 
-WRK_SCRIPT = 'wrk.method = "POST"\nwrk.body = \'{"query": "rotary embeddings for vision transformers"}\'\n' \
-             'wrk.headers["Content-Type"] = "application/json"\n'
+WRK_SCRIPT = (
+    'wrk.method = "POST"\nwrk.body = \'{"query": "rotary embeddings for vision transformers"}\'\n'
+    'wrk.headers["Content-Type"] = "application/json"\n'
+)
 
 
 def load_wrk(url: str, seconds: int, connections: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(WRK_SCRIPT)
-    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--latency",
-                          "-s", script.name, f"{url}/search"], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            "1",
+            "-c",
+            str(connections),
+            "-d",
+            f"{seconds}s",
+            "--latency",
+            "-s",
+            script.name,
+            f"{url}/search",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     os.unlink(script.name)
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"tool": "wrk", "requests": requests, "req_per_s": round(requests / seconds, 1),
-            "errors": errors + (int(non_2xx.group(1)) if non_2xx else 0)}
+    return {
+        "tool": "wrk",
+        "requests": requests,
+        "req_per_s": round(requests / seconds, 1),
+        "errors": errors + (int(non_2xx.group(1)) if non_2xx else 0),
+    }
 
 
 async def _python_load(url: str, seconds: int, connections: int) -> dict:
@@ -205,12 +243,14 @@ async def _python_load(url: str, seconds: int, connections: int) -> dict:
     done = errors = 0
     deadline = time.perf_counter() + seconds
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
         async def worker():
             nonlocal done, errors
             while time.perf_counter() < deadline:
                 response = await client.post("/search", json={"query": "rotary embeddings for vision transformers"})
                 done += 1
                 errors += response.status_code != 200
+
         await asyncio.gather(*(worker() for _ in range(connections)))
     return {"tool": "python", "requests": done, "req_per_s": round(done / seconds, 1), "errors": errors}
 
@@ -224,8 +264,7 @@ def bench_load(env: dict, seconds: int, limit_rps: float) -> dict:
     for workers in (1, 2):
         served = Served(env, workers)
         try:
-            figures = (load_wrk(served.url, seconds, 16) if shutil.which("wrk")
-                       else load_python(served.url, seconds, 16))
+            figures = load_wrk(served.url, seconds, 16) if shutil.which("wrk") else load_python(served.url, seconds, 16)
             figures["share_of_limit"] = round(figures["req_per_s"] / limit_rps, 3)
             figures["peak_rss_mb"] = round(served.peak_rss_mb(), 1)
             results[f"{workers}_worker"] = figures
@@ -236,10 +275,12 @@ def bench_load(env: dict, seconds: int, limit_rps: float) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 20 requests, 2 s of load, ingest ratio on 32 chunks")
-    parser.add_argument("--index-dir", type=Path,
-                        help="serve this built index instead of building one (skips the full-build figure)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 20 requests, 2 s of load, ingest ratio on 32 chunks"
+    )
+    parser.add_argument(
+        "--index-dir", type=Path, help="serve this built index instead of building one (skips the full-build figure)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "service.json")
     args = parser.parse_args(argv)
     rounds, seconds = (20, 2) if args.quick else (200, 60)
@@ -249,8 +290,10 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
     settings = Settings(index_dir=args.index_dir.resolve() if args.index_dir else work / "index")
     env = {"RAG_INDEX_DIR": str(settings.index_dir)}
-    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    report = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     try:
         report["ingest"] = bench_ingest(settings, 32 if args.quick else None, args.index_dir is None)
         served = Served(env)
@@ -270,19 +313,43 @@ def main(argv: list[str] | None = None) -> None:
     args.out.write_text(json.dumps(report, indent=2))
     i, lat = report["ingest"], report["latency"]
     rows = [
-        ("ingest: dense index vs raw encode (chunks/s)", f"{i['our_dense_index_chunks_per_s']} vs {i['raw_encode_chunks_per_s']}", f"ratio {i['ratio']} (target >= 0.85)"),
-        ("full build (86 abstracts, both models)", f"{i.get('full_build_s', '-')} s", f"{i.get('full_build_abstracts_per_s', '-')} abstracts/s"),
-        ("/search HTTP p50 / p95", f"{lat['search_http']['p50_ms']} / {lat['search_http']['p95_ms']} ms", f"in-process {lat['search_in_process']['p50_ms']} / {lat['search_in_process']['p95_ms']} ms (target p50 <= 15)"),
-        ("/ask HTTP p50 / p95", f"{lat['ask_http']['p50_ms']} / {lat['ask_http']['p95_ms']} ms", f"in-process {lat['ask_in_process']['p50_ms']} / {lat['ask_in_process']['p95_ms']} ms (target p50 <= 40)"),
-        ("first SSE token p50 / p95", f"{lat['first_sse_token']['p50_ms']} / {lat['first_sse_token']['p95_ms']} ms", "target p50 <= 50"),
+        (
+            "ingest: dense index vs raw encode (chunks/s)",
+            f"{i['our_dense_index_chunks_per_s']} vs {i['raw_encode_chunks_per_s']}",
+            f"ratio {i['ratio']} (target >= 0.85)",
+        ),
+        (
+            "full build (86 abstracts, both models)",
+            f"{i.get('full_build_s', '-')} s",
+            f"{i.get('full_build_abstracts_per_s', '-')} abstracts/s",
+        ),
+        (
+            "/search HTTP p50 / p95",
+            f"{lat['search_http']['p50_ms']} / {lat['search_http']['p95_ms']} ms",
+            f"in-process {lat['search_in_process']['p50_ms']} / {lat['search_in_process']['p95_ms']} ms (target p50 <= 15)",
+        ),
+        (
+            "/ask HTTP p50 / p95",
+            f"{lat['ask_http']['p50_ms']} / {lat['ask_http']['p95_ms']} ms",
+            f"in-process {lat['ask_in_process']['p50_ms']} / {lat['ask_in_process']['p95_ms']} ms (target p50 <= 40)",
+        ),
+        (
+            "first SSE token p50 / p95",
+            f"{lat['first_sse_token']['p50_ms']} / {lat['first_sse_token']['p95_ms']} ms",
+            "target p50 <= 50",
+        ),
         ("cold start to healthy", f"{report['cold_start_s']} s", "target <= 5"),
         ("peak RSS serving", f"{report['peak_rss_mb_after_latency']} MB", "target <= 1024"),
         ("load limit (cores / in-process search)", f"{report['load_limit_req_per_s']} req/s", ""),
     ]
     for name, figures in report["load"].items():
-        rows.append((f"/search load, 16 connections, {name.replace('_', ' ')}",
-                     f"{figures['req_per_s']} req/s, {figures['errors']} errors",
-                     f"{figures['share_of_limit']} of the limit (target >= 0.7); {figures['tool']}"))
+        rows.append(
+            (
+                f"/search load, 16 connections, {name.replace('_', ' ')}",
+                f"{figures['req_per_s']} req/s, {figures['errors']} errors",
+                f"{figures['share_of_limit']} of the limit (target >= 0.7); {figures['tool']}",
+            )
+        )
     width = max(len(r[0]) for r in rows)
     print(f"{report['machine']}, {report['created']}")
     for name, value, note in rows:

@@ -52,11 +52,22 @@ def examples(settings: Settings):
         assessed = assistant.assess(retrieval, q["question"])
         several = asks_for_several(retrieval.query) and bool(q["gold"]) and not q.get("exclude")
         for hit, evidence, sx in zip(retrieval.hits, assessed, several_features(assessed)):
-            rows.append({"question": q["id"].removesuffix("-loo"), "answerable": bool(q["gold"]), "loo": bool(q.get("exclude")),
-                         "written_off_corpus": q["type"] == "unanswerable" and not q.get("exclude"), "multilingual": retrieval.multilingual,
-                         "named": evidence.named, "gold": hit.paper.paper_id in q["gold"],
-                         "x": evidence.features(), "probability": evidence.probability,
-                         "several": several, "sx": sx, "gold_count": len(q["gold"])})
+            rows.append(
+                {
+                    "question": q["id"].removesuffix("-loo"),
+                    "answerable": bool(q["gold"]),
+                    "loo": bool(q.get("exclude")),
+                    "written_off_corpus": q["type"] == "unanswerable" and not q.get("exclude"),
+                    "multilingual": retrieval.multilingual,
+                    "named": evidence.named,
+                    "gold": hit.paper.paper_id in q["gold"],
+                    "x": evidence.features(),
+                    "probability": evidence.probability,
+                    "several": several,
+                    "sx": sx,
+                    "gold_count": len(q["gold"]),
+                }
+            )
     return rows
 
 
@@ -67,7 +78,7 @@ class RawLogistic:
     def __init__(self, strength: float):
         self.strength = strength
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "RawLogistic":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> RawLogistic:
         self.mean, self.std = X.mean(axis=0), X.std(axis=0) + 1e-9
         model = LogisticRegression(C=self.strength, max_iter=5000).fit((X - self.mean) / self.std, y)
         self.coef = model.coef_[0] / self.std
@@ -113,8 +124,10 @@ def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
     written = [k for k, r in kinds.items() if r["written_off_corpus"]]
     loo = [k for k, r in kinds.items() if r["loo"]]
     share = lambda keys: sum(best[k] < threshold for k in keys) / max(1, len(keys))  # noqa: E731
-    print(f"  cross-validated, answer_above {threshold:.3f}: false abstention {share(answerable):.3f} ({len(answerable)}), "
-          f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), leave-one-out {share(loo):.3f} ({len(loo)})")
+    print(
+        f"  cross-validated, answer_above {threshold:.3f}: false abstention {share(answerable):.3f} ({len(answerable)}), "
+        f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), leave-one-out {share(loo):.3f} ({len(loo)})"
+    )
 
 
 def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -> None:
@@ -125,8 +138,10 @@ def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -
     questions = {r["question"]: r["gold_count"] for r in rows}
     found = {q: sum(c and r["gold"] for r, c in zip(rows, cited) if r["question"] == q) for q in questions}
     recall = np.mean([found[q] / questions[q] for q in questions])
-    print(f"  cross-validated, cite_above {cite_above}: citation precision {right / max(1, sum(cited)):.3f}, "
-          f"recall {recall:.3f} ({len(questions)} questions)")
+    print(
+        f"  cross-validated, cite_above {cite_above}: citation precision {right / max(1, sum(cited)):.3f}, "
+        f"recall {recall:.3f} ({len(questions)} questions)"
+    )
 
 
 def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
@@ -141,12 +156,23 @@ def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
             retrieval = seeing.retrieve(*seeing.condense(q["question"], q["history"]))
             evidence = seeing.assess(retrieval, q["question"])
             hits = seeing.sources(retrieval, q["question"])
-            missing = None if retrieval.multilingual or not hits else seeing.retriever.vocabulary.missing(
-                q["question"], [h.paper.paper_id for h in hits], seeing.naming(hits, q["question"]))
-            rows.append({"answered": bool(hits), "multilingual": retrieval.multilingual, "answerable": bool(q["gold"]),
-                         "gold_cited": bool(set(q["gold"]) & {h.paper.paper_id for h in hits}),
-                         "best": max((e.probability for e in evidence), default=0.0),
-                         "missing": missing.share if missing else None})
+            missing = (
+                None
+                if retrieval.multilingual or not hits
+                else seeing.retriever.vocabulary.missing(
+                    q["question"], [h.paper.paper_id for h in hits], seeing.naming(hits, q["question"])
+                )
+            )
+            rows.append(
+                {
+                    "answered": bool(hits),
+                    "multilingual": retrieval.multilingual,
+                    "answerable": bool(q["gold"]),
+                    "gold_cited": bool(set(q["gold"]) & {h.paper.paper_id for h in hits}),
+                    "best": max((e.probability for e in evidence), default=0.0),
+                    "missing": missing.share if missing else None,
+                }
+            )
     return rows
 
 
@@ -160,8 +186,11 @@ def confidence_thresholds(rows: list[dict]) -> tuple[float, float, float, float]
     best = (1.0, 0.0, 0.0, 0.0)  # nothing is high: the fallback when no pair meets the ceiling
     for high_above in HIGH_ABOVE:
         for missing_below in MISSING_BELOW:
+
             def high(r: dict, high_above: float = high_above, missing_below: float = missing_below) -> bool:
-                return r["answered"] and (r["missing"] is None or (r["best"] >= high_above and r["missing"] < missing_below))
+                return r["answered"] and (
+                    r["missing"] is None or (r["best"] >= high_above and r["missing"] < missing_below)
+                )
 
             off_high = sum(map(high, off)) / max(1, len(off))
             right = sum(high(r) and r["gold_cited"] for r in answerable) / max(1, len(answerable))
@@ -175,7 +204,9 @@ def main() -> None:
     settings = Settings(generator="extractive")
     high_above, missing_below, off_high, right = confidence_thresholds(confidence_examples(settings, splits))
     rows = examples(settings)
-    print("EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):")
+    print(
+        "EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):"
+    )
     for family in ("english", "multilingual"):
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
         model, predicted = fit(subset, family, strength=1.0)
@@ -183,11 +214,18 @@ def main() -> None:
         report(subset, predicted, threshold)
         weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef))
         # Another script's words cannot be looked up in English abstracts: high or none.
-        confident = (f"high_above={high_above:.2f}, missing_below={missing_below:.2f}" if family == "english"
-                     else f"high_above={threshold:.2f}, missing_below=1.00")
-        print(f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f}, {confident})")
-    print(f"  confidence on {'+'.join(splits)} (the weights in the settings): off-corpus answered high {off_high:.3f}, "
-          f"answerable answered high citing a gold paper {right:.3f}")
+        confident = (
+            f"high_above={high_above:.2f}, missing_below={missing_below:.2f}"
+            if family == "english"
+            else f"high_above={threshold:.2f}, missing_below=1.00"
+        )
+        print(
+            f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f}, {confident})"
+        )
+    print(
+        f"  confidence on {'+'.join(splits)} (the weights in the settings): off-corpus answered high {off_high:.3f}, "
+        f"answerable answered high citing a gold paper {right:.3f}"
+    )
     several = [r for r in rows if r["several"] and not r["multilingual"]]
     for question in {r["question"] for r in several}:  # the paper the evidence model likes best is always cited
         own = [r for r in several if r["question"] == question]

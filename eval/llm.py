@@ -43,9 +43,26 @@ def smollm2_server(*extra: str):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2()),
-                               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                               "--model_alias", "smollm2", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(smollm2()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+            "--model_alias",
+            "smollm2",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         url = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + 120
@@ -67,18 +84,37 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-split", type=int, default=40, help="questions kept of each split (spread evenly)")
     args = parser.parse_args()
-    with smollm2_server() as url:
-        with tempfile.TemporaryDirectory() as tmp:
-            files = []
-            for split in ("dev", "test"):
-                lines = [line for line in (ROOT / "eval" / f"{split}.jsonl").read_text().splitlines() if line.strip()]
-                step = max(1, len(lines) // args.per_split)
-                (Path(tmp) / f"{split}.jsonl").write_text("\n".join(lines[::step][: args.per_split]) + "\n")
-                files += ["--questions", str(Path(tmp) / f"{split}.jsonl")]
-            env = {"RAG_LLM_SOURCE_SENTENCES": str(SMOLLM2_SOURCE_SENTENCES), **os.environ,
-                   "RAG_LLM_BASE_URL": url, "RAG_LLM_MODEL": "smollm2", "RAG_LLM_TIMEOUT": "120"}
-            return subprocess.run([sys.executable, "-m", "rag", "eval", "--generator", "llm", "--systems", "hybrid",
-                                   *files, "--out", str(ROOT / "eval" / "reports-llm")], cwd=ROOT, env=env).returncode
+    with smollm2_server() as url, tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for split in ("dev", "test"):
+            lines = [line for line in (ROOT / "eval" / f"{split}.jsonl").read_text().splitlines() if line.strip()]
+            step = max(1, len(lines) // args.per_split)
+            (Path(tmp) / f"{split}.jsonl").write_text("\n".join(lines[::step][: args.per_split]) + "\n")
+            files += ["--questions", str(Path(tmp) / f"{split}.jsonl")]
+        env = {
+            "RAG_LLM_SOURCE_SENTENCES": str(SMOLLM2_SOURCE_SENTENCES),
+            **os.environ,
+            "RAG_LLM_BASE_URL": url,
+            "RAG_LLM_MODEL": "smollm2",
+            "RAG_LLM_TIMEOUT": "120",
+        }
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rag",
+                "eval",
+                "--generator",
+                "llm",
+                "--systems",
+                "hybrid",
+                *files,
+                "--out",
+                str(ROOT / "eval" / "reports-llm"),
+            ],
+            cwd=ROOT,
+            env=env,
+        ).returncode
 
 
 if __name__ == "__main__":

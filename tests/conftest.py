@@ -88,16 +88,39 @@ class Server:
     """`uvicorn server.app:create_app` in a subprocess; its output goes to a file (a pipe that
     nobody reads would fill up and block the server)."""
 
-    def __init__(self, env: dict, log_path: Path, args: list[str] | None = None, timeout: float = 120,
-                 until=lambda response: response.status_code == 200, cwd: Path = ROOT):
+    def __init__(
+        self,
+        env: dict,
+        log_path: Path,
+        args: list[str] | None = None,
+        timeout: float = 120,
+        until=lambda response: response.status_code == 200,
+        cwd: Path = ROOT,
+    ):
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
-        command = args or [sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory",
-                           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        command = args or [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "server.app:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
         with open(log_path, "w") as log:
-            self.proc = subprocess.Popen([c.replace("{port}", str(port)) for c in command], cwd=cwd,
-                                         env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [c.replace("{port}", str(port)) for c in command],
+                cwd=cwd,
+                env={**os.environ, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.first_health = self.wait(timeout, until)
 
     def wait(self, timeout: float, until):
@@ -148,8 +171,10 @@ API_KEY = "s3cret"
 @pytest.fixture(scope="session")
 def keyed_server(index_dir, tmp_path_factory):
     """The service with an API key (and CORS for one origin), for the tests of what the key guards."""
-    running = Server(index_env(index_dir, RAG_API_KEY=API_KEY, RAG_CORS_ORIGINS='["http://ui.example"]'),
-                     tmp_path_factory.mktemp("keyed") / "server.log")
+    running = Server(
+        index_env(index_dir, RAG_API_KEY=API_KEY, RAG_CORS_ORIGINS='["http://ui.example"]'),
+        tmp_path_factory.mktemp("keyed") / "server.log",
+    )
     yield running
     running.stop()
 
@@ -211,8 +236,13 @@ class _ScriptedStream:
 
 # -- the browser: Debian's Chromium driven by Playwright (never `playwright install`) --------
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 

@@ -10,16 +10,32 @@ from rag.citations import MARKER
 ANSWERABLE = [
     ("What speedup does Jacobi Forcing report?", "Jacobi Forcing", ["3.8"]),
     ("How many problems are in OMNI-Geometry?", "Euclean", ["768"]),
-    ("Which paper proposes multi-directional rotary position embeddings for vision transformers?", "Spiral RoPE", ["Spiral RoPE"]),
-    ("Which method caches prompts and partial responses to speed up diffusion language models?", "dLLM-Cache", ["dLLM-Cache"]),
+    (
+        "Which paper proposes multi-directional rotary position embeddings for vision transformers?",
+        "Spiral RoPE",
+        ["Spiral RoPE"],
+    ),
+    (
+        "Which method caches prompts and partial responses to speed up diffusion language models?",
+        "dLLM-Cache",
+        ["dLLM-Cache"],
+    ),
     ("How much faster is dLLM-Cache?", "dLLM-Cache", ["9.1"]),
     ("Which benchmark evaluates agents under noisy environments?", "AgentNoiseBench", ["AgentNoiseBench"]),
     ("What is MedMosaic?", "MedMosaic", ["MedMosaic"]),
     ("Which paper defends LLM agents against memory extraction attacks with honeypots?", "MemPot", ["MemPot"]),
     ("Which paper uses Signal Temporal Logic to make robot navigation policies safe?", "SafeDec", ["SafeDec"]),
-    ("How many datasets were constructed for neural operators with complex boundary conditions?", "Neural operators have emerged", ["18"]),
+    (
+        "How many datasets were constructed for neural operators with complex boundary conditions?",
+        "Neural operators have emerged",
+        ["18"],
+    ),
     ("What approximation ratio does the Expanding Cost Algorithm achieve?", "Expanding Cost Algorithm", ["2.414"]),
-    ("What lower bound on the approximability of JR is established for transit stop placement?", "Expanding Cost Algorithm", ["1.366"]),
+    (
+        "What lower bound on the approximability of JR is established for transit stop placement?",
+        "Expanding Cost Algorithm",
+        ["1.366"],
+    ),
     ("Which method prunes Mamba2 state dimensions using balanced truncation?", "GHOST", ["GHOST"]),
     ("How large is the Numina-Geometry dataset?", "Euclean", ["177,597"]),
     ("Which paper introduces a tokenisation method that compresses EHR sequences?", "MedTPE", ["MedTPE"]),
@@ -125,21 +141,26 @@ def test_covered_questions_are_high_and_off_corpus_ones_none(assistant):
 
 
 def test_one_fact_answers_lead_with_the_fact(assistant):
-    for question, fact in [("What speedup does Jacobi Forcing report?", "3.8"),
-                           ("How many question-answer pairs does MedMosaic contain?", "46,701"),
-                           ("What does the acronym GCPA stand for?", "Geometry-Corrected Procrustes Alignment")]:
+    for question, fact in [
+        ("What speedup does Jacobi Forcing report?", "3.8"),
+        ("How many question-answer pairs does MedMosaic contain?", "46,701"),
+        ("What does the acronym GCPA stand for?", "Geometry-Corrected Procrustes Alignment"),
+    ]:
         first = assistant.ask(question).text.split("]")[0]
         assert fact in first, (question, first)
 
 
-@pytest.mark.parametrize("question, several", [
-    ("Which papers analyze the Muon optimizer?", True),
-    ("Are there any studies of hyperbolic embeddings?", True),
-    ("哪些论文研究了音频？", True),
-    ("Which paper studies fair placement of transit stops?", False),  # "studies" the verb
-    ("Why does it work so poorly? Which method works best?", False),
-    ("它在哪些任务上验证了效果？", False),  # 哪些任务: which tasks, of one paper
-])
+@pytest.mark.parametrize(
+    "question, several",
+    [
+        ("Which papers analyze the Muon optimizer?", True),
+        ("Are there any studies of hyperbolic embeddings?", True),
+        ("哪些论文研究了音频？", True),
+        ("Which paper studies fair placement of transit stops?", False),  # "studies" the verb
+        ("Why does it work so poorly? Which method works best?", False),
+        ("它在哪些任务上验证了效果？", False),  # 哪些任务: which tasks, of one paper
+    ],
+)
 def test_a_question_asks_for_several_papers_only_when_it_says_papers(question, several):
     from rag.generation import asks_for_several
 
@@ -166,14 +187,20 @@ def test_which_papers_questions_add_only_papers_that_could_answer_alone(loaded_i
 
 ROPE_CHAT = [
     {"role": "user", "content": "Which paper improves rotary position embeddings for vision transformers?"},
-    {"role": "assistant", "content": "Spiral RoPE: The authors propose Spiral RoPE, a multi-directional positional encoding [1]."},
+    {
+        "role": "assistant",
+        "content": "Spiral RoPE: The authors propose Spiral RoPE, a multi-directional positional encoding [1].",
+    },
 ]
 
 
-@pytest.mark.parametrize("question, paper", [
-    ("What is AgentNoiseBench?", "AgentNoiseBench"),
-    ("这篇关于医学音频的论文提出了什么基准？", "MedMosaic"),  # "this paper about medical audio": its own topic
-])
+@pytest.mark.parametrize(
+    "question, paper",
+    [
+        ("What is AgentNoiseBench?", "AgentNoiseBench"),
+        ("这篇关于医学音频的论文提出了什么基准？", "MedMosaic"),  # "this paper about medical audio": its own topic
+    ],
+)
 def test_a_question_with_its_own_topic_is_not_merged_with_the_conversation(assistant, question, paper):
     answer = assistant.ask(question, ROPE_CHAT)
     assert answer.query == question
@@ -204,8 +231,10 @@ def test_no_answerable_question_abstains(assistant):
 
 def test_a_follow_up_carries_the_previous_subject(assistant):
     first = assistant.ask("How does Jacobi Forcing work?")
-    history = [{"role": "user", "content": "How does Jacobi Forcing work?"},
-               {"role": "assistant", "content": first.text}]
+    history = [
+        {"role": "user", "content": "How does Jacobi Forcing work?"},
+        {"role": "assistant", "content": first.text},
+    ]
     answer = assistant.ask("What speedup does it report?", history)
     assert "Jacobi Forcing" in answer.query
     assert answer.citations[0].name == "Jacobi Forcing"

@@ -17,15 +17,20 @@ from rag.generation import LLMGenerator
 from .conftest import ScriptedLLM
 
 MEDMOSAIC = "What is MedMosaic?"
-OWN_ANSWER = ["MedMosaic is a medical audio question", "–answering dataset designed to benchmark ",
-              "language and audio reasoning models [1]. ", "It features 46,701 question-answer pairs [1]."]
+OWN_ANSWER = [
+    "MedMosaic is a medical audio question",
+    "–answering dataset designed to benchmark ",
+    "language and audio reasoning models [1]. ",
+    "It features 46,701 question-answer pairs [1].",
+]
 
 
 def scripted(loaded_index, settings, *replies, **extra):
     """An assistant whose LLM replies are scripted; free text unless `llm_output` says otherwise."""
     client = ScriptedLLM(*replies)
-    llm_settings = settings.model_copy(update={"generator": "llm", "llm_base_url": "http://127.0.0.1:9/v1",
-                                               "llm_output": "text", **extra})
+    llm_settings = settings.model_copy(
+        update={"generator": "llm", "llm_base_url": "http://127.0.0.1:9/v1", "llm_output": "text", **extra}
+    )
     return Assistant(loaded_index, llm_settings, LLMGenerator(llm_settings, client=client)), client
 
 
@@ -91,8 +96,10 @@ def test_markers_to_missing_or_unsupporting_sources_never_reach_the_user(loaded_
 
 
 def test_a_follow_up_is_rewritten_by_the_llm_and_a_standalone_question_is_not(loaded_index, settings):
-    history = [{"role": "user", "content": "How does Jacobi Forcing speed up decoding?"},
-               {"role": "assistant", "content": "Jacobi Forcing post-trains an AR model on its own Jacobi trajectories [1]."}]
+    history = [
+        {"role": "user", "content": "How does Jacobi Forcing speed up decoding?"},
+        {"role": "assistant", "content": "Jacobi Forcing post-trains an AR model on its own Jacobi trajectories [1]."},
+    ]
     rewrite = ["What wall-clock speedup does Jacobi Forcing achieve?"]
     answer_text = ["Jacobi Forcing achieves a 3.8x wall-clock speedup on coding and math benchmarks [1]."]
     assistant, client = scripted(loaded_index, settings, rewrite, answer_text)
@@ -109,12 +116,19 @@ def test_a_follow_up_is_rewritten_by_the_llm_and_a_standalone_question_is_not(lo
 
 
 def test_a_structured_answer_is_shown_sentence_by_sentence_with_checked_markers(loaded_index, settings):
-    reply = json.dumps({"covered": True, "sentences": [
-        {"source": 1, "text": "MedMosaic is a medical audio question-answering dataset."},
-        {"source": 1, "text": "It has 46,701 question-answer pairs."},
-        {"source": 9, "text": "Bananas are yellow."}]})
-    assistant, client = scripted(loaded_index, settings, [reply[i:i + 9] for i in range(0, len(reply), 9)],
-                                 llm_output="json")
+    reply = json.dumps(
+        {
+            "covered": True,
+            "sentences": [
+                {"source": 1, "text": "MedMosaic is a medical audio question-answering dataset."},
+                {"source": 1, "text": "It has 46,701 question-answer pairs."},
+                {"source": 9, "text": "Bananas are yellow."},
+            ],
+        }
+    )
+    assistant, client = scripted(
+        loaded_index, settings, [reply[i : i + 9] for i in range(0, len(reply), 9)], llm_output="json"
+    )
     *pieces, answer = list(assistant.stream(MEDMOSAIC))
     assert (answer.generator, answer.fallback, answer.abstained) == ("llm", False, False)
     assert client.calls[0]["response_format"]["type"] == "json_schema"

@@ -15,8 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(script: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

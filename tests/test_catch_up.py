@@ -50,13 +50,24 @@ def workspace(pristine, tmp_path) -> Path:
 
 
 def env_of(workspace: Path, **extra) -> dict:
-    return {**os.environ, "RAG_INDEX_DIR": str(workspace / "index"), "RAG_SEEDS_DIR": str(workspace / "seeds"),
-            "RAG_MULTILINGUAL": "false", **extra}
+    return {
+        **os.environ,
+        "RAG_INDEX_DIR": str(workspace / "index"),
+        "RAG_SEEDS_DIR": str(workspace / "seeds"),
+        "RAG_MULTILINGUAL": "false",
+        **extra,
+    }
 
 
 def rag(workspace: Path, *args, **extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env_of(workspace, **extra),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rag.cli", *args],
+        cwd=ROOT,
+        env=env_of(workspace, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def wait_for(path: Path, proc=None, timeout: float = 120) -> None:
@@ -82,16 +93,26 @@ def assert_consistent(workspace: Path, papers: int) -> None:
 @pytest.mark.parametrize("stage", STAGES)
 def test_rag_add_killed_at_each_stage(workspace, stage):
     before = len(load_corpus(workspace / "seeds"))
-    add = subprocess.Popen([sys.executable, "-m", "rag.cli", "add", str(NEW_FILE)], cwd=ROOT,
-                           env=env_of(workspace, RAG_PAUSE_AT=stage), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    add = subprocess.Popen(
+        [sys.executable, "-m", "rag.cli", "add", str(NEW_FILE)],
+        cwd=ROOT,
+        env=env_of(workspace, RAG_PAUSE_AT=stage),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for(workspace / "index" / f".paused-{stage}", add)
     add.send_signal(signal.SIGKILL)
     add.wait()
 
     # The CLI answers at once, from the index, without a rebuild or a note that the seeds moved.
-    found = rag(workspace, "search", "converting ANNs to spiking networks with carried-over membrane potentials",
-                "-k", "1", "--json")
+    found = rag(
+        workspace,
+        "search",
+        "converting ANNs to spiking networks with carried-over membrane potentials",
+        "-k",
+        "1",
+        "--json",
+    )
     assert found.returncode == 0, found.stderr
     assert "seed folder changed" not in found.stderr
     expected = before + NEW_PAPERS if stage in PUBLISHED else before
@@ -140,8 +161,14 @@ def _post_quietly(url: str, body: dict) -> None:
         pass
 
 
-QUERIES = ["spiking neural networks", "diffusion language models", "rotary position embeddings",
-           "benchmark for agents", "federated learning", "speculative decoding"]
+QUERIES = [
+    "spiking neural networks",
+    "diffusion language models",
+    "rotary position embeddings",
+    "benchmark for agents",
+    "federated learning",
+    "speculative decoding",
+]
 
 
 def test_hand_edits_are_caught_up_to_what_a_full_rebuild_gives(workspace, tmp_path):

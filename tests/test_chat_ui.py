@@ -13,8 +13,17 @@ import pytest
 from openai import OpenAI
 
 FIXTURES = Path(__file__).parent / "fixtures" / "open_webui"
-TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": "d" * 1900,
-                                           "parameters": {"type": "object", "properties": {}}}} for i in range(36)]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": "d" * 1900,
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    for i in range(36)
+]
 
 
 def chat(server, **body) -> httpx.Response:
@@ -33,8 +42,10 @@ def streamed(server, **body) -> list[dict]:
 def long_chat(turns: int) -> list[dict]:
     messages = [{"role": "system", "content": "You are a helpful assistant. Answer in English."}]
     for i in range(turns):
-        messages += [{"role": "user", "content": f"Question {i} about rotary embeddings?"},
-                     {"role": "assistant", "content": f"Answer {i} about Spiral RoPE [1]."}]
+        messages += [
+            {"role": "user", "content": f"Question {i} about rotary embeddings?"},
+            {"role": "assistant", "content": f"Answer {i} about Spiral RoPE [1]."},
+        ]
     return messages + [{"role": "user", "content": "What speedup does Jacobi Forcing report?"}]
 
 
@@ -60,8 +71,9 @@ def test_usage_counts_real_tokens_and_grows_with_the_history(server):
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert longer["usage"]["prompt_tokens"] > short["usage"]["prompt_tokens"]
 
-    chunks = streamed(server, messages=[{"role": "user", "content": "What is MedMosaic?"}],
-                      stream_options={"include_usage": True})
+    chunks = streamed(
+        server, messages=[{"role": "user", "content": "What is MedMosaic?"}], stream_options={"include_usage": True}
+    )
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 10
     assert all("usage" not in c for c in chunks[:-1])
     plain = streamed(server, messages=[{"role": "user", "content": "What is MedMosaic?"}])
@@ -75,7 +87,7 @@ def test_citations_go_out_as_url_citation_annotations(server):
     assert [n["type"] for n in notes] == ["url_citation"] * len(reply["citations"])
     first = notes[0]["url_citation"]
     assert first["title"] == "Jacobi Forcing" and first["url"].endswith(f"/#paper={reply['citations'][0]['paper_id']}")
-    cited = message["content"][first["start_index"]:first["end_index"]]
+    cited = message["content"][first["start_index"] : first["end_index"]]
     assert cited.endswith("[1]") and "speedup" in cited and "\n" not in cited
 
     chunks = streamed(server, messages=[{"role": "user", "content": "What speedup does Jacobi Forcing report?"}])
@@ -83,15 +95,19 @@ def test_citations_go_out_as_url_citation_annotations(server):
     final = chunks[-1]["choices"][0]
     assert final["finish_reason"] == "stop"
     span = final["delta"]["annotations"][0]["url_citation"]
-    assert content[span["start_index"]:span["end_index"]].endswith("[1]")
+    assert content[span["start_index"] : span["end_index"]].endswith("[1]")
     client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
-    parsed = client.chat.completions.create(model="icml-rag", messages=[{"role": "user", "content": "What is MedMosaic?"}])
+    parsed = client.chat.completions.create(
+        model="icml-rag", messages=[{"role": "user", "content": "What is MedMosaic?"}]
+    )
     assert parsed.choices[0].message.annotations[0].url_citation.title == "MedMosaic"
 
 
 def test_continue_response_gets_a_well_formed_completion(server):
-    messages = [{"role": "user", "content": "What speedup does Jacobi Forcing report?"},
-                {"role": "assistant", "content": "The trained models achieve 3.8x [1]."}]
+    messages = [
+        {"role": "user", "content": "What speedup does Jacobi Forcing report?"},
+        {"role": "assistant", "content": "The trained models achieve 3.8x [1]."},
+    ]
     reply = chat(server, messages=messages)
     assert reply.status_code == 200, reply.text
     choice = reply.json()["choices"][0]
@@ -100,18 +116,26 @@ def test_continue_response_gets_a_well_formed_completion(server):
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
 
 
-CONVERSATION = ("<chat_history>\nUSER: How does Jacobi Forcing work?\nASSISTANT: Jacobi Forcing post-trains a "
-                "causal multi-token predictor [1].\nUSER: What speedup does it report?\nASSISTANT: 3.8x [1].\n"
-                "</chat_history>")
+CONVERSATION = (
+    "<chat_history>\nUSER: How does Jacobi Forcing work?\nASSISTANT: Jacobi Forcing post-trains a "
+    "causal multi-token predictor [1].\nUSER: What speedup does it report?\nASSISTANT: 3.8x [1].\n"
+    "</chat_history>"
+)
 
 
-@pytest.mark.parametrize("ask_for,key,kind", [
-    ('Generate a concise title for the chat. Respond only with JSON: { "title": "your title" }', "title", str),
-    ('Generate 1-3 broad tags categorizing the chat. JSON format: { "tags": ["tag1", "tag2"] }', "tags", list),
-    ('Suggest 3-5 follow-up questions. JSON format: { "follow_ups": ["Question 1?", "Question 2?"] }',
-     "follow_ups", list),
-    ('Generate search queries. Return JSON: { "queries": ["query1"] }', "queries", list),
-])
+@pytest.mark.parametrize(
+    "ask_for,key,kind",
+    [
+        ('Generate a concise title for the chat. Respond only with JSON: { "title": "your title" }', "title", str),
+        ('Generate 1-3 broad tags categorizing the chat. JSON format: { "tags": ["tag1", "tag2"] }', "tags", list),
+        (
+            'Suggest 3-5 follow-up questions. JSON format: { "follow_ups": ["Question 1?", "Question 2?"] }',
+            "follow_ups",
+            list,
+        ),
+        ('Generate search queries. Return JSON: { "queries": ["query1"] }', "queries", list),
+    ],
+)
 def test_background_requests_get_the_json_they_ask_for(server, ask_for, key, kind):
     prompt = "### Task:\n" + ask_for + "\n### Guidelines:\n" + "- be brief\n" * 200 + CONVERSATION
     assert len(prompt) > 2000
@@ -145,8 +169,11 @@ def test_recorded_open_webui_requests_are_served(server, fixture):
         return
     body = recorded["body"]
     if body.get("stream"):
-        chunks = [json.loads(line[6:]) for line in response.text.splitlines()
-                  if line.startswith("data: ") and line != "data: [DONE]"]
+        chunks = [
+            json.loads(line[6:])
+            for line in response.text.splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"
+        ]
         assert response.text.rstrip().endswith("data: [DONE]")
         content = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
         assert ("usage" in chunks[-1]) == bool(expect.get("usage"))

@@ -53,8 +53,11 @@ def test_index_builds_with_a_summary_line(tmp_path):
     seeds = tmp_path / "seeds"
     seeds.mkdir()
     (seeds / "one.txt").write_bytes(sorted(SEEDS.glob("*.txt"))[0].read_bytes())
-    out = rag("index", "-q", env={"RAG_INDEX_DIR": str(tmp_path / "idx"), "RAG_SEEDS_DIR": str(seeds),
-                                  "RAG_MULTILINGUAL": "false"})
+    out = rag(
+        "index",
+        "-q",
+        env={"RAG_INDEX_DIR": str(tmp_path / "idx"), "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false"},
+    )
     assert out.returncode == 0, out.stderr
     assert "indexed 19 papers" in out.stdout and " chunks in " in out.stdout
 
@@ -70,8 +73,14 @@ def test_python_m_rag_is_the_rag_command_and_knows_its_version():
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["frobnicate"], ["search"], ["search", "q", "-k", "0"], ["search", "q", "-k", "x"],
-     ["serve", "--port", "99999"]],
+    [
+        [],
+        ["frobnicate"],
+        ["search"],
+        ["search", "q", "-k", "0"],
+        ["search", "q", "-k", "x"],
+        ["serve", "--port", "99999"],
+    ],
 )
 def test_bad_arguments_print_usage_and_exit_2(args):
     out = rag(*args)
@@ -99,8 +108,9 @@ def test_ask_prints_the_answer_and_numbered_sources(env):
 
 
 def test_ask_json_follow_up_and_stream(env):
-    out = rag("ask", "What speedup does it report?", "--history", "user:How does Jacobi Forcing work?", "--json",
-              env=env)
+    out = rag(
+        "ask", "What speedup does it report?", "--history", "user:How does Jacobi Forcing work?", "--json", env=env
+    )
     body = json.loads(out.stdout)
     assert body["citations"][0]["name"] == "Jacobi Forcing" and "Jacobi Forcing" in body["query"]
     assert body["confidence"] == "high"

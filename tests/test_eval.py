@@ -23,19 +23,33 @@ def test_ranking_metrics_by_hand():
 
 
 def test_citation_metrics_by_hand():
-    citations = [{"n": 1, "paper_id": "g", "text": "speedup of 3.8x on math"},
-                 {"n": 2, "paper_id": "x", "text": "unrelated words entirely"}]
-    figures = citation_metrics("It reaches a 3.8x speedup on math [1]. Something else [2]. No marker. Gone [4].",
-                               citations, ["g"], 0.5)
-    assert figures == {"cited": 2, "cited_gold": 1, "pairs": 2, "pairs_supported": 1, "gold_cited": 1,
-                       "sentences": 4, "sentences_cited": 3, "dangling": 1}
+    citations = [
+        {"n": 1, "paper_id": "g", "text": "speedup of 3.8x on math"},
+        {"n": 2, "paper_id": "x", "text": "unrelated words entirely"},
+    ]
+    figures = citation_metrics(
+        "It reaches a 3.8x speedup on math [1]. Something else [2]. No marker. Gone [4].", citations, ["g"], 0.5
+    )
+    assert figures == {
+        "cited": 2,
+        "cited_gold": 1,
+        "pairs": 2,
+        "pairs_supported": 1,
+        "gold_cited": 1,
+        "sentences": 4,
+        "sentences_cited": 3,
+        "dangling": 1,
+    }
 
 
-@pytest.mark.parametrize("split, types", [
-    ("dev", {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone"}),
-    ("test", {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone"}),
-    ("test2", {"paraphrase", "fact", "multipart", "multi", "unanswerable", "chinese", "followup"}),
-])
+@pytest.mark.parametrize(
+    "split, types",
+    [
+        ("dev", {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone"}),
+        ("test", {"name", "paraphrase", "fact", "multi", "unanswerable", "chinese", "followup", "standalone"}),
+        ("test2", {"paraphrase", "fact", "multipart", "multi", "unanswerable", "chinese", "followup"}),
+    ],
+)
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types):
     questions = load_questions(SPLITS[split], corpus)
     assert len(questions) >= 90
@@ -56,8 +70,17 @@ def test_leave_one_out_hides_the_one_gold_paper_and_expects_an_abstention():
         {"id": "b", "type": "multi", "question": "q", "history": [], "gold": ["p1", "p2"], "answer_keywords": []},
         {"id": "c", "type": "unanswerable", "question": "q", "history": [], "gold": [], "answer_keywords": []},
     ]
-    assert leave_one_out(questions) == [{"id": "a-loo", "type": "unanswerable", "question": "q", "history": [],
-                                         "gold": [], "answer_keywords": [], "exclude": ["p1"]}]
+    assert leave_one_out(questions) == [
+        {
+            "id": "a-loo",
+            "type": "unanswerable",
+            "question": "q",
+            "history": [],
+            "gold": [],
+            "answer_keywords": [],
+            "exclude": ["p1"],
+        }
+    ]
 
 
 def test_a_hidden_paper_is_never_retrieved_nor_cited(loaded_index, settings):
@@ -75,17 +98,35 @@ def test_a_hidden_paper_is_never_retrieved_nor_cited(loaded_index, settings):
 def test_the_checker_names_each_problem(tmp_path, corpus):
     pid = corpus.papers[0].paper_id
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("\n".join(json.dumps(q) for q in [
-        {"id": "a", "type": "fact", "question": "q", "gold": ["nope"], "answer_keywords": []},
-        {"id": "a", "type": "fact", "question": "q", "gold": [pid], "answer_keywords": ["not in the text at all"]},
-        {"id": "b", "type": "trivia", "question": "q", "gold": []},
-        {"id": "c", "type": "followup", "question": "q", "gold": [pid]},
-    ]) + "\n{broken")
+    bad.write_text(
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"id": "a", "type": "fact", "question": "q", "gold": ["nope"], "answer_keywords": []},
+                {
+                    "id": "a",
+                    "type": "fact",
+                    "question": "q",
+                    "gold": [pid],
+                    "answer_keywords": ["not in the text at all"],
+                },
+                {"id": "b", "type": "trivia", "question": "q", "gold": []},
+                {"id": "c", "type": "followup", "question": "q", "gold": [pid]},
+            ]
+        )
+        + "\n{broken"
+    )
     with pytest.raises(RagError) as err:
         load_questions(bad, corpus)
     message = str(err.value)
-    for fragment in ["bad.jsonl:1: gold paper 'nope'", "bad.jsonl:2: duplicate id", "bad.jsonl:2: keyword",
-                     "bad.jsonl:3: type 'trivia'", "bad.jsonl:4: a follow-up needs a history", "bad.jsonl:5: not a question"]:
+    for fragment in [
+        "bad.jsonl:1: gold paper 'nope'",
+        "bad.jsonl:2: duplicate id",
+        "bad.jsonl:2: keyword",
+        "bad.jsonl:3: type 'trivia'",
+        "bad.jsonl:4: a follow-up needs a history",
+        "bad.jsonl:5: not a question",
+    ]:
         assert fragment in message
 
 
@@ -114,7 +155,9 @@ def test_every_low_answer_names_a_part_of_the_question_no_cited_abstract_contain
 def test_the_outcomes_add_up(report):
     for split in report["splits"].values():
         for figures in (system["overall"] for system in split["systems"].values()):
-            assert figures["off_corpus_high"] + figures["off_corpus_low"] + figures["abstention_recall"] == pytest.approx(1)
+            assert figures["off_corpus_high"] + figures["off_corpus_low"] + figures[
+                "abstention_recall"
+            ] == pytest.approx(1)
             assert figures["answerable_high_gold"] + figures["answerable_low"] + figures["false_abstention"] <= 1 + 1e-9
 
 
@@ -125,7 +168,10 @@ def test_the_report_shows_dev_and_test_side_by_side_with_a_plot(report, tmp_path
     markdown = (out / "report.md").read_text()
     assert "| metric | dev bm25 | dev dense | dev hybrid | test bm25 | test dense | test hybrid |" in markdown
     assert "## By question type: test hybrid" in markdown and "## Failures: dev bm25" in markdown
-    assert json.loads((out / "report.json").read_text())["splits"]["test"]["questions"] == report["splits"]["test"]["questions"]
+    assert (
+        json.loads((out / "report.json").read_text())["splits"]["test"]["questions"]
+        == report["splits"]["test"]["questions"]
+    )
     assert (out / "metrics.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -136,15 +182,33 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
     impossible.write_text("[small.hybrid]\nhit_at_5 = 1.01\n")
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
     run = lambda *extra: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "rag.cli", "eval", "--questions", str(small), "--systems", "hybrid",
-         "--out", str(tmp_path / "reports"), *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "rag.cli",
+            "eval",
+            "--questions",
+            str(small),
+            "--systems",
+            "hybrid",
+            "--out",
+            str(tmp_path / "reports"),
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     ok = run()
     assert ok.returncode == 0, ok.stderr
     assert "hit@5" in ok.stdout and "report.md" in ok.stdout
     gated = run("--check", str(impossible))
     assert gated.returncode == 1 and "below its floor" in gated.stderr
-    bad = subprocess.run([sys.executable, "-m", "rag.cli", "eval", "--systems", "bm25,nope"], cwd=ROOT,
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "rag.cli", "eval", "--systems", "bm25,nope"], cwd=ROOT, capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "usage: rag eval" in bad.stderr
 
 
@@ -152,13 +216,16 @@ def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_di
     from rag.config import EvidenceWeights, SeveralWeights
 
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
-    out = subprocess.run([sys.executable, "eval/calibrate.py"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, "eval/calibrate.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr
     for family in ("english", "multilingual"):
         line = next(l for l in out.stdout.splitlines() if l.strip().startswith(f"{family} = EvidenceWeights("))
         fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
-        EvidenceWeights(**{k: float(v) for k, v in fields.items()}, cite_share=0.5, standalone_margin=0.1)  # valid settings
+        EvidenceWeights(
+            **{k: float(v) for k, v in fields.items()}, cite_share=0.5, standalone_margin=0.1
+        )  # valid settings
     assert "cross-validated, answer_above" in out.stdout and "leave-one-out" in out.stdout
     line = next(l for l in out.stdout.splitlines() if l.strip().startswith("several = SeveralWeights("))
     fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))

@@ -57,8 +57,13 @@ def error_envelope(ctx, response, case):
         assert isinstance(error.get("code"), str) and isinstance(error.get("message"), str), error
 
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          error_envelope]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    error_envelope,
+]
 SEEN: dict[str, set[int]] = {}  # operation -> the statuses it answered while fuzzed
 
 
@@ -109,8 +114,13 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_fuzz_every_operation(case):
     response = case.call_and_validate(headers=AUTH, checks=CHECKS, timeout=REQUEST_TIMEOUT)
     SEEN.setdefault(case.operation.label, set()).add(response.status_code)
@@ -132,15 +142,21 @@ SURROGATES = [
     ("/papers", {"filename": "new.txt", "content": "Title\n\nWe propose \ud800."}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "rope \ud800"}]}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": "rope \udfff"}]}]}),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "\ud800"},
-                                           {"role": "user", "content": "rope"}]}),
+    (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "\ud800"}, {"role": "user", "content": "rope"}]},
+    ),
 ]
 
 
 @pytest.mark.parametrize("path, body", SURROGATES)
 def test_lone_surrogates_are_refused_not_crashed(fuzz_server, path, body):
-    response = httpx.post(f"{fuzz_server.url}{path}", content=json.dumps(body), timeout=REQUEST_TIMEOUT,
-                          headers={**AUTH, "Content-Type": "application/json"})
+    response = httpx.post(
+        f"{fuzz_server.url}{path}",
+        content=json.dumps(body),
+        timeout=REQUEST_TIMEOUT,
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "invalid_request"
 
@@ -154,8 +170,17 @@ def test_errors_are_documented_with_their_body(fuzz_server):
             if status[0] in "45":
                 body = response.get("content", {}).get("application/json", {}).get("schema", {})
                 assert body.get("$ref", "").endswith("/ErrorResponse"), (label, status, response)
-        assert "401" in op["responses"] or label in ("GET /health", "GET /livez", "GET /readyz"), label  # the open probes
-    undescribed = {label for label, op in operations.items()
-                   if not any(media.get("schema") for status, response in op["responses"].items() if status[0] == "2"
-                              for media in response.get("content", {}).values())}
+        assert "401" in op["responses"] or label in ("GET /health", "GET /livez", "GET /readyz"), (
+            label
+        )  # the open probes
+    undescribed = {
+        label
+        for label, op in operations.items()
+        if not any(
+            media.get("schema")
+            for status, response in op["responses"].items()
+            if status[0] == "2"
+            for media in response.get("content", {}).values()
+        )
+    }
     assert undescribed == UNDESCRIBED

@@ -22,7 +22,9 @@ def test_search_puts_spiral_rope_first(server_url):
 
 
 def test_ask_answers_with_citations(server_url):
-    response = httpx.post(f"{server_url}/ask", json={"question": "What speedup does Jacobi Forcing report?"}, timeout=60)
+    response = httpx.post(
+        f"{server_url}/ask", json={"question": "What speedup does Jacobi Forcing report?"}, timeout=60
+    )
     assert response.status_code == 200
     body = response.json()
     assert not body["abstained"] and "3.8" in body["answer"]
@@ -33,8 +35,9 @@ def test_ask_answers_with_citations(server_url):
 
 def test_ask_streams_server_sent_events(server_url):
     events = []
-    with httpx.stream("POST", f"{server_url}/ask", json={"question": "What is MedMosaic?", "stream": True},
-                      timeout=60) as response:
+    with httpx.stream(
+        "POST", f"{server_url}/ask", json={"question": "What is MedMosaic?", "stream": True}, timeout=60
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         event = None
         for line in response.iter_lines():
@@ -50,10 +53,13 @@ def test_ask_streams_server_sent_events(server_url):
 
 
 def test_ask_with_history_and_an_off_corpus_question(server_url):
-    history = [{"role": "user", "content": "How does Jacobi Forcing work?"},
-               {"role": "assistant", "content": "It post-trains a causal multi-token predictor [1]."}]
-    body = httpx.post(f"{server_url}/ask", json={"question": "What speedup does it report?", "history": history},
-                      timeout=60).json()
+    history = [
+        {"role": "user", "content": "How does Jacobi Forcing work?"},
+        {"role": "assistant", "content": "It post-trains a causal multi-token predictor [1]."},
+    ]
+    body = httpx.post(
+        f"{server_url}/ask", json={"question": "What speedup does it report?", "history": history}, timeout=60
+    ).json()
     assert body["citations"][0]["name"] == "Jacobi Forcing"
     body = httpx.post(f"{server_url}/ask", json={"question": "Who won the 2022 FIFA World Cup?"}, timeout=60).json()
     assert body["abstained"] and body["citations"] == [] and body["confidence"] == "none"
@@ -63,7 +69,9 @@ def test_a_partly_covered_question_is_answered_low_in_json_and_in_the_stream(ser
     question = "Does MedMosaic include dermatology photographs?"
     body = httpx.post(f"{server_url}/ask", json={"question": question}, timeout=60).json()
     assert (body["confidence"], body["abstained"]) == ("low", False) and body["citations"]
-    assert body["missing"] in question and body["answer"].startswith(f'None of these abstracts mentions "{body["missing"]}"')
+    assert body["missing"] in question and body["answer"].startswith(
+        f'None of these abstracts mentions "{body["missing"]}"'
+    )
     done = None
     with httpx.stream("POST", f"{server_url}/ask", json={"question": question, "stream": True}, timeout=60) as response:
         lines = list(response.iter_lines())

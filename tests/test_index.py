@@ -97,8 +97,12 @@ def test_a_killed_build_leaves_the_previous_index_loadable(tmp_path, small_seeds
     settings = small_settings(tmp_path, small_seeds)
     corpus = load_corpus(small_seeds)
     good = build_index(corpus, settings)
-    env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(SEEDS),
-           "RAG_MULTILINGUAL": "false"}
+    env = {
+        **os.environ,
+        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_SEEDS_DIR": str(SEEDS),
+        "RAG_MULTILINGUAL": "false",
+    }
     proc = subprocess.Popen([sys.executable, "-m", "rag.cli", "index", "-q"], cwd=ROOT, env=env)
     deadline = time.monotonic() + 120
     while not list((settings.index_dir / "builds").glob(".tmp-*")) and time.monotonic() < deadline:
@@ -149,9 +153,7 @@ def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
 
 
 def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(loaded_index, settings):
-    from rag.embedding import load_embedder
-
-    from rag.embedding import cached_query_encoder
+    from rag.embedding import cached_query_encoder, load_embedder
 
     assert loaded_index.manifest["query_encoder"] == "onnx"
     assert type(loaded_index.embedder).__name__ == "OnnxEmbedding"
@@ -159,8 +161,12 @@ def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(load
     cache = index_module.exported_encoder(settings).parent
     assert cached_query_encoder(cache, settings.embedding_model) is loaded_index.embedder
     reference = load_embedder(settings.embedding_model)
-    for text in ["rotary embeddings for vision transformers", "What speedup does Jacobi Forcing report?",
-                 "Ünïcode, ponctuation… et 数字 3.8×!", "long " * 400]:
+    for text in [
+        "rotary embeddings for vision transformers",
+        "What speedup does Jacobi Forcing report?",
+        "Ünïcode, ponctuation… et 数字 3.8×!",
+        "long " * 400,
+    ]:
         ours = np.asarray(loaded_index.embedder.get_query_embedding(text))
         assert float(ours @ np.asarray(reference.get_query_embedding(text))) > 0.9999, text
     assert loaded_index.embedder.tokenize("RoPE embeddings") == reference._model.tokenizer.tokenize("RoPE embeddings")
@@ -186,25 +192,41 @@ def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors
 
 
 def test_the_service_loads_and_answers_without_importing_torch(index_dir):
-    probe = ("import sys; from rag.config import Settings; from rag.index import load_index; "
-             "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
-             "print(a.ask('What speedup does Jacobi Forcing report?').citations[0].name, "
-             "'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)})
+    probe = (
+        "import sys; from rag.config import Settings; from rag.index import load_index; "
+        "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
+        "print(a.ask('What speedup does Jacobi Forcing report?').citations[0].name, "
+        "'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)},
+    )
     assert done.stdout.split() == ["Jacobi", "Forcing", "False", "False"], done.stderr[-2000:]
 
 
 def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds, tmp_path):
     """The ONNX export is made once per index folder (and model version): a second full build
     loads neither torch nor sentence-transformers, and its vectors are the first build's."""
-    probe = ("import sys; from rag.config import Settings; from rag.corpus import load_corpus; "
-             "from rag.index import build_index; s = Settings(); print(build_index(load_corpus(s.seeds_dir), s), "
-             "'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
-    env = {**os.environ, "RAG_INDEX_DIR": str(tmp_path / "index"), "RAG_SEEDS_DIR": str(small_seeds),
-           "RAG_MULTILINGUAL": "false"}
-    runs = [subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                           env=env) for _ in range(2)]
+    probe = (
+        "import sys; from rag.config import Settings; from rag.corpus import load_corpus; "
+        "from rag.index import build_index; s = Settings(); print(build_index(load_corpus(s.seeds_dir), s), "
+        "'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    env = {
+        **os.environ,
+        "RAG_INDEX_DIR": str(tmp_path / "index"),
+        "RAG_SEEDS_DIR": str(small_seeds),
+        "RAG_MULTILINGUAL": "false",
+    }
+    runs = [
+        subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+        for _ in range(2)
+    ]
     (first, *loaded_first), (second, *loaded_second) = (run.stdout.split() for run in runs)
     assert loaded_first == ["True", "True"] and loaded_second == ["False", "False"], runs[1].stderr[-2000:]
     [export] = (tmp_path / "index" / "models").glob("*.onnx")
@@ -212,6 +234,6 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
         assert os.path.samefile(os.path.join(build, "query_encoder.onnx"), export)
         recorded = json.loads(open(os.path.join(build, "manifest.json")).read())["files"]["query_encoder.onnx"]
         assert recorded["sha256"] == index_module._sha256(export)  # taken from the build, not hashed again
-    np.testing.assert_allclose(np.load(os.path.join(first, "sentences.npy")),
-                               np.load(os.path.join(second, "sentences.npy")), atol=1e-6)
-
+    np.testing.assert_allclose(
+        np.load(os.path.join(first, "sentences.npy")), np.load(os.path.join(second, "sentences.npy")), atol=1e-6
+    )

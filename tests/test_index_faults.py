@@ -22,8 +22,11 @@ from .conftest import ROOT, Server, small_settings
 
 
 def env_for(settings) -> dict:
-    return {"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(settings.seeds_dir),
-            "RAG_MULTILINGUAL": "false"}
+    return {
+        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_SEEDS_DIR": str(settings.seeds_dir),
+        "RAG_MULTILINGUAL": "false",
+    }
 
 
 def served(tmp_path, settings, name="server", until=lambda response: response.status_code == 200) -> Server:
@@ -113,9 +116,15 @@ def rag_index(settings, limit_bytes: int | None = None) -> subprocess.CompletedP
         # A write past the limit fails with EFBIG (Python ignores SIGXFSZ): a disk that fills up.
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run([sys.executable, "-m", "rag.cli", "index", "-q"], cwd=ROOT, capture_output=True,
-                          env={**os.environ, **env_for(settings)},
-                          text=True, timeout=300, preexec_fn=limit_file_size if limit_bytes else None)
+    return subprocess.run(
+        [sys.executable, "-m", "rag.cli", "index", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        env={**os.environ, **env_for(settings)},
+        text=True,
+        timeout=300,
+        preexec_fn=limit_file_size if limit_bytes else None,
+    )
 
 
 def assert_clear_failure(done: subprocess.CompletedProcess, reason: str) -> None:

@@ -23,15 +23,25 @@ def built_small_index(tmp_path, seeds) -> tuple:
     """A small index, the number of its papers, and the environment of the CLI on it."""
     settings = small_settings(tmp_path, seeds)
     build_index(load_corpus(seeds), settings)
-    env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds),
-           "RAG_MULTILINGUAL": "false"}
+    env = {
+        **os.environ,
+        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_SEEDS_DIR": str(seeds),
+        "RAG_MULTILINGUAL": "false",
+    }
     return settings, len(load_index(settings).corpus), env
 
 
 def test_rag_add_adds_new_papers_once_and_keeps_the_seeds_in_step(tmp_path, small_seeds):
     settings, before, env = built_small_index(tmp_path, small_seeds)
-    rag = lambda *args: subprocess.run([sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env,  # noqa: E731
-                                       capture_output=True, text=True, timeout=300)
+    rag = lambda *args: subprocess.run(
+        [sys.executable, "-m", "rag.cli", *args],
+        cwd=ROOT,
+        env=env,  # noqa: E731
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     first = rag("add", str(NEW_FILE))
     assert first.returncode == 0, first.stderr
     assert "19 added, 0 already indexed" in first.stdout
@@ -69,8 +79,12 @@ def test_a_crash_mid_add_loses_nothing_already_indexed(tmp_path, small_seeds, mo
 def test_post_papers_while_four_clients_search(tmp_path, small_seeds):
     settings = small_settings(tmp_path, small_seeds)
     build_index(load_corpus(small_seeds), settings)
-    env = {"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(small_seeds), "RAG_MULTILINGUAL": "false",
-           "RAG_API_KEY": "adder"}
+    env = {
+        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_SEEDS_DIR": str(small_seeds),
+        "RAG_MULTILINGUAL": "false",
+        "RAG_API_KEY": "adder",
+    }
     server = Server(env, tmp_path / "a.log")
     other = Server(env, tmp_path / "b.log")  # another worker on the same index
     auth = {"Authorization": "Bearer adder"}
@@ -124,8 +138,14 @@ def test_a_rebuild_and_an_add_at_once_lose_no_paper(tmp_path, small_seeds):
     """`rag index` reads the seeds under the lock `rag add` takes: whichever goes first, the
     published index holds the old papers and the added ones."""
     settings, before, env = built_small_index(tmp_path, small_seeds)
-    start = lambda *args: subprocess.Popen([sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env,  # noqa: E731
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = lambda *args: subprocess.Popen(
+        [sys.executable, "-m", "rag.cli", *args],
+        cwd=ROOT,
+        env=env,  # noqa: E731
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     rebuild = start("index", "-q")
     add = start("add", str(NEW_FILE))
     for proc in (rebuild, add):

@@ -43,8 +43,10 @@ def hostile_service(tmp_path_factory):
     (seeds / "hostile.txt").write_text(f"Hostile abstracts\n\n{HOSTILE_ABSTRACT}\n", encoding="utf-8")
     settings = small_settings(tmp, seeds)
     build_index(load_corpus(seeds), settings)
-    server = Server({"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds),
-                     "RAG_MULTILINGUAL": "false"}, tmp / "server.log")
+    server = Server(
+        {"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false"},
+        tmp / "server.log",
+    )
     yield server
     server.stop()
 

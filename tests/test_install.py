@@ -45,13 +45,18 @@ def test_a_wheel_installed_outside_the_checkout_indexes_and_answers(tmp_path):
     version = run(rag, "--version", cwd=work, env=env).stdout
     built = run(rag, "index", "-q", "--seeds", corpus, cwd=work, env=env)
     assert (work / "index" / "current" / "manifest.json").is_file(), built.stdout
-    answer = run(python, "-m", "rag", "ask", "What does Spiral RoPE change?", cwd=work,
-                 env={**env, "RAG_SEEDS_DIR": str(corpus)})
+    answer = run(
+        python, "-m", "rag", "ask", "What does Spiral RoPE change?", cwd=work, env={**env, "RAG_SEEDS_DIR": str(corpus)}
+    )
     assert "Spiral RoPE" in answer.stdout and "[1]" in answer.stdout
     assert version.startswith("rag ")
 
-    served = Server(env, tmp_path / "serve.log", cwd=work,
-                    args=[str(rag), "serve", "--seeds", str(corpus), "--host", "127.0.0.1", "--port", "{port}"])
+    served = Server(
+        env,
+        tmp_path / "serve.log",
+        cwd=work,
+        args=[str(rag), "serve", "--seeds", str(corpus), "--host", "127.0.0.1", "--port", "{port}"],
+    )
     try:
         assert served.last_health.json()["papers"] == len(load_corpus(corpus))
         page = httpx.get(served.url + "/")

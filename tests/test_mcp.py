@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import API_KEY, ROOT, index_env
 
+
 def run_in_thread(main) -> None:
     """asyncio.run in a thread of its own: another test's library may have left an event loop
     running in this one."""
@@ -45,7 +46,9 @@ async def exercise(session: ClientSession) -> None:
     results = found.structured_content["results"]
     assert not found.is_error and len(results) == 3 and results[0]["name"] == "Spiral RoPE"
 
-    answer = (await session.call_tool("ask", {"question": "What speedup does Jacobi Forcing report?"})).structured_content
+    answer = (
+        await session.call_tool("ask", {"question": "What speedup does Jacobi Forcing report?"})
+    ).structured_content
     assert "3.8" in answer["answer"] and "[1]" in answer["answer"] and not answer["abstained"]
     assert answer["confidence"] == "high"
     assert answer["citations"][0]["name"] == "Jacobi Forcing"
@@ -69,8 +72,9 @@ async def exercise(session: ClientSession) -> None:
 
 
 def test_rag_mcp_over_stdio(index_dir):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "rag", "mcp"], cwd=str(ROOT),
-                                   env={**os.environ, **index_env(index_dir)})
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rag", "mcp"], cwd=str(ROOT), env={**os.environ, **index_env(index_dir)}
+    )
 
     async def run():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

@@ -42,9 +42,20 @@ class MilvusServer:
         self.start()
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([Path(sys.executable).with_name("milvus-lite"), "server", "--data-dir",
-                                      str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                Path(sys.executable).with_name("milvus-lite"),
+                "server",
+                "--data-dir",
+                str(self.data_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -83,13 +94,21 @@ def replica_dir(tmp_path_factory) -> Path:
 
 
 def milvus_env(milvus: MilvusServer, seeds: Path, replica_dir: Path, **extra) -> dict:
-    return {**os.environ, "RAG_VECTOR_STORE": "milvus", "RAG_MILVUS_URI": milvus.uri, "RAG_SEEDS_DIR": str(seeds),
-            "RAG_INDEX_DIR": str(replica_dir), "RAG_MULTILINGUAL": "false", **extra}
+    return {
+        **os.environ,
+        "RAG_VECTOR_STORE": "milvus",
+        "RAG_MILVUS_URI": milvus.uri,
+        "RAG_SEEDS_DIR": str(seeds),
+        "RAG_INDEX_DIR": str(replica_dir),
+        "RAG_MULTILINGUAL": "false",
+        **extra,
+    }
 
 
 def rag(env: dict, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +136,12 @@ def settings_of(env: dict) -> Settings:
 
 def abstract(tag: str) -> str:
     """A new paper for each test (the collection is shared by the module's tests)."""
-    return (f"We introduce Quokka{tag}, a method that compresses key-value caches of transformer language models "
-            f"by clustering attention heads that attend to the same tokens. Quokka{tag} keeps 97% of the accuracy "
-            f"of the full cache on long-context retrieval while storing a fifth of it. We also study when heads "
-            f"can share one cache and release code and checkpoints.")
+    return (
+        f"We introduce Quokka{tag}, a method that compresses key-value caches of transformer language models "
+        f"by clustering attention heads that attend to the same tokens. Quokka{tag} keeps 97% of the accuracy "
+        f"of the full cache on long-context retrieval while storing a fifth of it. We also study when heads "
+        f"can share one cache and release code and checkpoints."
+    )
 
 
 def milvus_rows(env: dict, table: str, paper_id: str) -> int:
@@ -140,7 +161,9 @@ def test_milvus_holds_the_vectors_the_faiss_build_holds(built, loaded_index):
     from rag import milvus_index
 
     index = milvus_index.load(settings_of(built))
-    assert [p.paper_id for p in index.corpus.papers] == [p.paper_id for p in load_corpus(Path(built["RAG_SEEDS_DIR"])).papers]
+    assert [p.paper_id for p in index.corpus.papers] == [
+        p.paper_id for p in load_corpus(Path(built["RAG_SEEDS_DIR"])).papers
+    ]
     assert index.store == "milvus"
     faiss_sentences = loaded_index.sentences_of([p.paper_id for p in index.corpus.papers])
     milvus_sentences = index.sentences_of([p.paper_id for p in index.corpus.papers])
@@ -150,8 +173,9 @@ def test_milvus_holds_the_vectors_the_faiss_build_holds(built, loaded_index):
 
     stored = loaded_index.dense.vector_store.client
     positions = {node_id: int(pos) for pos, node_id in loaded_index.dense.index_struct.nodes_dict.items()}
-    chunks = index.client.query(index.names.of("chunks"), filter='paper_id != ""', output_fields=["id", "dense"],
-                                limit=1000)
+    chunks = index.client.query(
+        index.names.of("chunks"), filter='paper_id != ""', output_fields=["id", "dense"], limit=1000
+    )
     assert len(chunks) == index.chunks
     for row in chunks:
         assert float(np.dot(stored.reconstruct(positions[row["id"]]), row["dense"])) > 0.9999
@@ -167,8 +191,9 @@ def test_two_replicas_share_an_add(built, replica_b, tmp_path, replica_dir):
             health = httpx.get(f"{replica.url}/health").json()
             assert health["store"] == "milvus" and health["papers"] >= 29, health
         text = abstract("Share")
-        posted = httpx.post(f"{a.url}/papers", json={"filename": "share.txt", "content": f"New\n\n{text}\n"},
-                            timeout=120)
+        posted = httpx.post(
+            f"{a.url}/papers", json={"filename": "share.txt", "content": f"New\n\n{text}\n"}, timeout=120
+        )
         assert posted.status_code == 201, posted.text
         (paper,) = posted.json()["added"]
         started = time.monotonic()
@@ -177,7 +202,9 @@ def test_two_replicas_share_an_add(built, replica_b, tmp_path, replica_dir):
             time.sleep(0.05)
         seen_after = time.monotonic() - started
         assert seen_after <= 1.0, f"replica B saw the paper added through A after {seen_after:.2f} s (issue: <= 1 s)"
-        hits = httpx.post(f"{replica_b.url}/search", json={"query": "clustering attention heads to share a KV cache"}).json()
+        hits = httpx.post(
+            f"{replica_b.url}/search", json={"query": "clustering attention heads to share a KV cache"}
+        ).json()
         # Found (by its dense rank; Milvus Lite scores BM25 per segment, so a fresh add's BM25
         # rank is not the one a rebuild would give it: README, Scaling out).
         assert paper["paper_id"] in [hit["paper_id"] for hit in hits["results"][:3]], hits
@@ -244,8 +271,9 @@ def test_catch_up_and_rebuild_keep_added_papers(built, seeds, replica_b):
     removed = rag(built, "index", "--if-needed")
     assert "caught up: 0 papers added, 19 removed" in removed.stdout, removed.stdout
 
-    added = httpx.post(f"{replica_b.url}/papers", timeout=120,
-                       json={"filename": "kept.txt", "content": f"New\n\n{abstract('Kept')}\n"}).json()["added"]
+    added = httpx.post(
+        f"{replica_b.url}/papers", timeout=120, json={"filename": "kept.txt", "content": f"New\n\n{abstract('Kept')}\n"}
+    ).json()["added"]
     rebuilt = rag(built, "index", "--quiet")
     assert rebuilt.returncode == 0, rebuilt.stderr
     from rag import milvus_index
@@ -256,8 +284,13 @@ def test_catch_up_and_rebuild_keep_added_papers(built, seeds, replica_b):
 
 
 def test_milvus_failures_are_clear_errors(tmp_path, seeds):
-    dead = {**os.environ, "RAG_VECTOR_STORE": "milvus", "RAG_MILVUS_URI": f"http://127.0.0.1:{free_port()}",
-            "RAG_INDEX_DIR": str(tmp_path / "r"), "RAG_MULTILINGUAL": "false"}
+    dead = {
+        **os.environ,
+        "RAG_VECTOR_STORE": "milvus",
+        "RAG_MILVUS_URI": f"http://127.0.0.1:{free_port()}",
+        "RAG_INDEX_DIR": str(tmp_path / "r"),
+        "RAG_MULTILINGUAL": "false",
+    }
     failed = rag(dead, "search", "spiking networks")
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
     assert "Milvus at http://127.0.0.1" in failed.stderr and "failed" in failed.stderr
@@ -283,8 +316,9 @@ def test_milvus_failures_are_clear_errors(tmp_path, seeds):
             assert down.json()["error"]["code"] == "store_unavailable" and "Milvus" in down.json()["error"]["message"]
             own.start()
             deadline = time.monotonic() + 20  # the replica reconnects on its own: no restart
-            while (back := httpx.post(f"{replica.url}/search", json={"query": "key-value cache"}, timeout=30)
-                   ).status_code == 503 and time.monotonic() < deadline:
+            while (
+                back := httpx.post(f"{replica.url}/search", json={"query": "key-value cache"}, timeout=30)
+            ).status_code == 503 and time.monotonic() < deadline:
                 time.sleep(0.5)
             assert back.status_code == 200 and back.json()["results"], back.text  # nothing was lost
         finally:

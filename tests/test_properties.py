@@ -112,11 +112,14 @@ def test_reparsing_the_abstracts_gives_them_back(seed, eol):
 
 
 @PROPERTY
-@given(st.one_of(
-    st.binary(max_size=300),
-    strings(st.one_of(st.sampled_from(WHITESPACE + ODD + ["\x00", "\n\n"]), st.characters()), 0, 300)
-    .map(lambda s: s.encode("utf-8", "surrogatepass")),
-))
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        strings(st.one_of(st.sampled_from(WHITESPACE + ODD + ["\x00", "\n\n"]), st.characters()), 0, 300).map(
+            lambda s: s.encode("utf-8", "surrogatepass")
+        ),
+    )
+)
 def test_any_bytes_give_abstracts_or_a_corpus_error(raw):
     note(f"raw={raw!r}")
     try:
@@ -231,9 +234,37 @@ def test_ids_are_stable_across_runs_and_machines():
 
 
 @PROPERTY
-@given(strings(st.one_of(st.sampled_from(["we propose ", "We introduce ", "**", "*", "(", ")", ", ", ". ", "-- ",
-                                          "\\textbf{", "}", "$", "Foo", "BAR", "via ", "of "]), LINE_PIECE),
-               1, 60).map(normalise).filter(bool))
+@given(
+    strings(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "we propose ",
+                    "We introduce ",
+                    "**",
+                    "*",
+                    "(",
+                    ")",
+                    ", ",
+                    ". ",
+                    "-- ",
+                    "\\textbf{",
+                    "}",
+                    "$",
+                    "Foo",
+                    "BAR",
+                    "via ",
+                    "of ",
+                ]
+            ),
+            LINE_PIECE,
+        ),
+        1,
+        60,
+    )
+    .map(normalise)
+    .filter(bool)
+)
 @example("We propose **,** here.")
 @example("we introduce *$* for graphs.")
 @example(". , ;")
@@ -270,8 +301,10 @@ ABSTRACTS = [
     "PolyFlow learns polynomial flows for fast generative sampling of molecules.",
 ]
 PAPERS = {p.text: p for p in build_corpus([("sources.txt", ABSTRACTS)]).papers}
-SOURCES = [Hit(PAPERS[text], rank, 0.0, 0.0, text, {}, SentenceRows([text], np.zeros((1, 4)), None))
-           for rank, text in enumerate(ABSTRACTS, start=1)]
+SOURCES = [
+    Hit(PAPERS[text], rank, 0.0, 0.0, text, {}, SentenceRows([text], np.zeros((1, 4)), None))
+    for rank, text in enumerate(ABSTRACTS, start=1)
+]
 THRESHOLD = 0.5
 
 
@@ -281,7 +314,15 @@ def support(sentence: str, hit: Hit) -> tuple[float, str]:
 
 
 VOCABULARY = sorted({w.strip(".,") for text in ABSTRACTS for w in text.split()}) + [
-    "banana", "quantum", "unsupported", "3.5", "2026", "e.g.", "Fig.", "论文", "模型",
+    "banana",
+    "quantum",
+    "unsupported",
+    "3.5",
+    "2026",
+    "e.g.",
+    "Fig.",
+    "论文",
+    "模型",
 ]
 NUMBER = st.integers(0, 12).map(str) | st.sampled_from(["1000", "007", "٣", "5-2", "2-4", "1-999", "3 - 4"])
 
@@ -375,8 +416,11 @@ def test_the_words_around_markers_are_kept(text):
 
 
 @PROPERTY
-@given(st.lists(st.sampled_from(VOCABULARY), max_size=8).map(" ".join),
-       st.lists(st.sampled_from(VOCABULARY), max_size=8).map(" ".join), st.sampled_from(["[9]", "[0]", "[6, 12]"]))
+@given(
+    st.lists(st.sampled_from(VOCABULARY), max_size=8).map(" ".join),
+    st.lists(st.sampled_from(VOCABULARY), max_size=8).map(" ".join),
+    st.sampled_from(["[9]", "[0]", "[6, 12]"]),
+)
 def test_a_marker_pointing_to_no_source_is_dropped(before, after, marker):
     shown, citations, dropped = clean_answer(f"{before} {marker} {after}.", SOURCES, support, THRESHOLD)
     assert not MARKER.search(shown) and citations == []

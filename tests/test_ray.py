@@ -47,27 +47,43 @@ if pgrep -x raylet > /dev/null || pgrep -x gcs_server > /dev/null; then echo "ra
 
 
 def _can_unshare() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "-n", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode == 0
+    return (
+        shutil.which("unshare") is not None
+        and subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode == 0
+    )
 
 
-@pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -n -p` (root) to keep Ray's traffic on loopback and its processes to the test")
+@pytest.mark.skipif(
+    not _can_unshare(),
+    reason="needs `unshare -n -p` (root) to keep Ray's traffic on loopback and its processes to the test",
+)
 def test_index_on_a_two_node_ray_cluster(tmp_path, loaded_index):
     seeds = tmp_path / "seeds"
     seeds.mkdir()
     for path in sorted(SEEDS.glob("*.txt"))[:2]:
         shutil.copy(path, seeds / path.name)
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "RAG_SEEDS_DIR": str(seeds),
-           "RAG_INDEX_DIR": str(tmp_path / "index"), "RAG_MULTILINGUAL": "false",
-           "RAG_MILVUS_URI": str(tmp_path / "milvus.db"),
-           # `ray start` with token authentication (on by default in Ray 2.60) wants a token: the
-           # test's own, given to every node and driver (nothing written to ~/.ray).
-           "RAY_AUTH_TOKEN": uuid.uuid4().hex}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "RAG_SEEDS_DIR": str(seeds),
+        "RAG_INDEX_DIR": str(tmp_path / "index"),
+        "RAG_MULTILINGUAL": "false",
+        "RAG_MILVUS_URI": str(tmp_path / "milvus.db"),
+        # `ray start` with token authentication (on by default in Ray 2.60) wants a token: the
+        # test's own, given to every node and driver (nothing written to ~/.ray).
+        "RAY_AUTH_TOKEN": uuid.uuid4().hex,
+    }
     # A short path: Ray's Unix sockets live under it (at most 107 bytes a path).
     env["RAY_TMP"] = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     try:
-        done = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", CLUSTER], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            ["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", CLUSTER],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     finally:
         shutil.rmtree(env["RAY_TMP"], ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
@@ -82,8 +98,9 @@ def test_index_on_a_two_node_ray_cluster(tmp_path, loaded_index):
     assert on_ray.manifest["embedded_on"] == "ray"
     from rag import milvus_index
 
-    on_milvus = milvus_index.load(settings.model_copy(update={"vector_store": "milvus",
-                                                              "milvus_uri": str(tmp_path / "milvus.db")}))
+    on_milvus = milvus_index.load(
+        settings.model_copy(update={"vector_store": "milvus", "milvus_uri": str(tmp_path / "milvus.db")})
+    )
     ids = [p.paper_id for p in on_ray.corpus.papers]
     expected = loaded_index.sentences_of(ids)
     for index in (on_ray, on_milvus):
@@ -94,12 +111,18 @@ def test_index_on_a_two_node_ray_cluster(tmp_path, loaded_index):
     # And the chunk vectors that are searched, in FAISS and in Milvus.
     def chunk_vectors(faiss_index) -> dict[str, np.ndarray]:
         stored = faiss_index.dense.vector_store.client
-        return {node_id: stored.reconstruct(int(pos)) for pos, node_id in faiss_index.dense.index_struct.nodes_dict.items()}
+        return {
+            node_id: stored.reconstruct(int(pos)) for pos, node_id in faiss_index.dense.index_struct.nodes_dict.items()
+        }
 
     single = chunk_vectors(loaded_index)
     ray_chunks = chunk_vectors(on_ray)
-    milvus_chunks = {row["id"]: np.asarray(row["dense"]) for row in on_milvus.client.query(
-        on_milvus.names.of("chunks"), filter='paper_id != ""', output_fields=["id", "dense"], limit=1000)}
+    milvus_chunks = {
+        row["id"]: np.asarray(row["dense"])
+        for row in on_milvus.client.query(
+            on_milvus.names.of("chunks"), filter='paper_id != ""', output_fields=["id", "dense"], limit=1000
+        )
+    }
     assert len(ray_chunks) == len(milvus_chunks) == on_ray.chunks > 0
     for found in (ray_chunks, milvus_chunks):
         assert set(found) <= set(single)

@@ -22,9 +22,15 @@ from .conftest import ROOT, SEEDS, Server
 
 SECONDS = float(os.environ.get("RAG_SOAK_SECONDS", "20"))
 CLIENTS = 6
-QUESTIONS = ["What speedup does Jacobi Forcing report?", "rotary embeddings for vision transformers",
-             "What is MedMosaic?", "How do diffusion language models cache?", "quantization of vision-language models",
-             "What is the capital of France?", "那篇论文研究了扩散语言模型？"]
+QUESTIONS = [
+    "What speedup does Jacobi Forcing report?",
+    "rotary embeddings for vision transformers",
+    "What is MedMosaic?",
+    "How do diffusion language models cache?",
+    "quantization of vision-language models",
+    "What is the capital of France?",
+    "那篇论文研究了扩散语言模型？",
+]
 BAD = [  # (method, path, body or raw bytes, expected status)
     ("POST", "/search", b"{not json", 400),
     ("POST", "/search", {"query": "   "}, 422),
@@ -42,8 +48,10 @@ NEW_PAPERS = "Soak test abstracts\n\n" + "\n\n".join(
     for i in range(3)
 )
 
-WARM_PAPER = ("Warm-up\n\nWe propose WarmNet, a caching method for retrieval services that keeps recent "
-              "answers; it halves latency on two benchmarks.\n")
+WARM_PAPER = (
+    "Warm-up\n\nWe propose WarmNet, a caching method for retrieval services that keeps recent "
+    "answers; it halves latency on two benchmarks.\n"
+)
 
 
 def rss_mb(pid: int) -> float:
@@ -112,11 +120,21 @@ def test_soak_mixed_load_with_bad_requests_and_an_add(index_dir, tmp_path):
         after = {p["paper_id"] for p in httpx.get(f"{server.url}/papers").json()["papers"]}
         new_ids = {p["paper_id"] for p in added.json()["added"]}
         found = httpx.post(f"{server.url}/search", json={"query": "SoakNet-1 section graphs", "k": 3}).json()
-        figures = {"seconds": SECONDS, "clients": CLIENTS, "requests": sum(statuses.values()), "by_kind": dict(kinds),
-                   "statuses": {str(k): v for k, v in sorted(statuses.items())}, "unexpected": unexpected[:20],
-                   "server_errors": sum(v for k, v in statuses.items() if k >= 500),
-                   "papers_before": len(before), "papers_added": len(new_ids), "papers_after": len(after),
-                   "papers_lost": len(before - after), "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1)}
+        figures = {
+            "seconds": SECONDS,
+            "clients": CLIENTS,
+            "requests": sum(statuses.values()),
+            "by_kind": dict(kinds),
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "unexpected": unexpected[:20],
+            "server_errors": sum(v for k, v in statuses.items() if k >= 500),
+            "papers_before": len(before),
+            "papers_added": len(new_ids),
+            "papers_after": len(after),
+            "papers_lost": len(before - after),
+            "rss_start_mb": round(rss_start, 1),
+            "rss_end_mb": round(rss_end, 1),
+        }
         print(json.dumps(figures, indent=1))
         results = ROOT / "bench" / "results"
         results.mkdir(parents=True, exist_ok=True)

@@ -82,9 +82,14 @@ def test_the_three_outcomes_look_different(chat: Page):
 
 
 def test_server_errors_show_a_message_and_the_page_keeps_working(chat: Page):
-    chat.route("**/ask", lambda route: route.fulfill(
-        status=500, content_type="application/json",
-        body='{"error": {"code": "internal_error", "message": "internal error; it has been logged"}}'))
+    chat.route(
+        "**/ask",
+        lambda route: route.fulfill(
+            status=500,
+            content_type="application/json",
+            body='{"error": {"code": "internal_error", "message": "internal error; it has been logged"}}',
+        ),
+    )
     answer = ask(chat, "What is MedMosaic?")
     expect(answer).to_have_class(re.compile("error"))
     expect(answer.locator(".body")).to_contain_text("internal error; it has been logged (500 internal_error)")
