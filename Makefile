@@ -34,8 +34,8 @@ test: $(VENV)/.installed-test
 
 # Style and lint gate (ruff, configured in pyproject.toml): .ci/run runs it before the tests.
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check rag server
-	$(BIN)/ruff format --check rag server
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # Every benchmark, a few minutes; FAISS at 1M vectors on demand: make bench SIZES=10000,100000,1000000
 SIZES ?= 10000,100000

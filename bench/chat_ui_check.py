@@ -24,6 +24,7 @@ passes unless --keep is given (kept and printed when a check fails).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -94,7 +95,7 @@ class Proc:
 
     def __init__(self, name: str, cmd: list[str], log_path: Path, env: dict, cwd: Path):
         self.name, self.log_path = name, log_path
-        self.out = open(log_path, "wb")
+        self.out = open(log_path, "wb")  # noqa: SIM115 -- open while the process runs; stop() closes it
         self.p = subprocess.Popen(
             cmd, stdout=self.out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
         )
@@ -244,10 +245,8 @@ class UI:
         ws.on("framereceived", frame)
 
     def shot(self, name: str) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a screenshot is evidence, never a reason to fail
             self.page.screenshot(path=str(self.shots / f"{name}.png"))
-        except Exception:  # a screenshot is evidence, never a reason to fail
-            pass
 
     def open_new_chat(self) -> None:
         self.page.goto(f"{self.base}/?model={MODEL}", wait_until="load")
@@ -303,7 +302,8 @@ class UI:
                     if (!root) return [];
                     const heads = [...root.querySelectorAll('div')].filter(d => d.innerText.trim() === 'Follow up');
                     if (!heads.length) return [];
-                    return [...heads[0].parentElement.querySelectorAll('[aria-label]')].map(e => e.getAttribute('aria-label'));
+                    return [...heads[0].parentElement.querySelectorAll('[aria-label]')]
+                        .map(e => e.getAttribute('aria-label'));
                 }""",
                 message_id,
             )
@@ -321,7 +321,8 @@ class UI:
                 const body = root && root.querySelector('#response-content-container');
                 if (!body) return [];
                 return [...body.querySelectorAll('button')]
-                    .filter(b => !b.id.startsWith('source-') && !(b.getAttribute('aria-label') || '').startsWith('Toggle'))
+                    .filter(b => !b.id.startsWith('source-')
+                        && !(b.getAttribute('aria-label') || '').startsWith('Toggle'))
                     .map(b => b.innerText.trim()).filter(t => t);
             }""",
             message_id,
@@ -445,10 +446,12 @@ def drive_and_check(args, work: Path, owui_port: int, service_log: Path, report:
                     log(f"chat {base}/c/{chat_id}")
                 answer = wait_turn(ui, owui, chat_id, turn, service_log)
                 answers.append(answer)
-                log(
-                    f"turn {turn:2d} {time.time() - t:5.1f} s  {question!r} -> "
-                    f"{'ERROR ' + short(str(answer.get('error'))) if answer.get('error') else short(message_text(answer), 90)}"
+                shown = (
+                    "ERROR " + short(str(answer.get("error")))
+                    if answer.get("error")
+                    else short(message_text(answer), 90)
                 )
+                log(f"turn {turn:2d} {time.time() - t:5.1f} s  {question!r} -> {shown}")
                 if turn == 1:
                     # what the page shows under the first answer while it is the last one
                     mid = answer["id"]
@@ -635,7 +638,8 @@ def main() -> int:
     ok = report.ok
     passed = sum(1 for _, good, _ in report.results if good)
     print(
-        f"{'PASS' if ok else 'FAIL'}: {passed}/{len(report.results)} checks passed in {time.time() - started:.0f} s total"
+        f"{'PASS' if ok else 'FAIL'}: {passed}/{len(report.results)} checks passed "
+        f"in {time.time() - started:.0f} s total"
     )
     if ok and not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -234,7 +234,8 @@ def main() -> None:
     if "catch_up_grown" in results:
         g = results["catch_up_grown"]
         print(
-            f"grown corpus ({g['papers']} papers): full rebuild {g['full_rebuild_s']:.1f} s, catch-up for the same file "
+            f"grown corpus ({g['papers']} papers): full rebuild {g['full_rebuild_s']:.1f} s, "
+            f"catch-up for the same file "
             f"{g['one_file_added_s']:.1f} s  ({g['ratio_one_file']:.0%} of the rebuild)"
         )
     for stage, seconds in results["restart_to_healthy_s"].items():

@@ -75,7 +75,7 @@ class SeedSentenceVectors:
     """A build's `remote`: vectors from the seed index's sentence vectors instead of a model."""
 
     def __init__(self, seed_index):
-        self.by_text = dict(zip((s.text for s in seed_index.sentences), seed_index.sentence_vectors))
+        self.by_text = dict(zip((s.text for s in seed_index.sentences), seed_index.sentence_vectors, strict=True))
 
     def vector(self, text: str) -> np.ndarray:
         if text in self.by_text:
@@ -239,7 +239,7 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
         return time.perf_counter() - started
 
     runs = [(rebuild(), seconds(onnx), seconds(multilingual)) for _ in range(rounds)]
-    rebuild_s, onnx_s, multilingual_s = (statistics.median(column) for column in zip(*runs))
+    rebuild_s, onnx_s, multilingual_s = (statistics.median(column) for column in zip(*runs, strict=True))
     alone = statistics.median(o + m for _, o, m in runs)
     return {
         "papers": len(corpus),
@@ -498,7 +498,8 @@ def report(results: dict, synthetic: int) -> None:
         f"({', '.join(f'{x:.2f}' for x in a['visible_s'])})"
     )
     print(
-        f"evaluation, Milvus vs FAISS: largest difference of any figure {results['evaluation']['largest_difference']:.3f}"
+        "evaluation, Milvus vs FAISS: largest difference of any figure "
+        f"{results['evaluation']['largest_difference']:.3f}"
     )
     out = ROOT / "bench" / "results" / "scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)

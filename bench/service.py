@@ -326,7 +326,8 @@ def main(argv: list[str] | None = None) -> None:
         (
             "/search HTTP p50 / p95",
             f"{lat['search_http']['p50_ms']} / {lat['search_http']['p95_ms']} ms",
-            f"in-process {lat['search_in_process']['p50_ms']} / {lat['search_in_process']['p95_ms']} ms (target p50 <= 15)",
+            f"in-process {lat['search_in_process']['p50_ms']} / {lat['search_in_process']['p95_ms']} ms "
+            "(target p50 <= 15)",
         ),
         (
             "/ask HTTP p50 / p95",

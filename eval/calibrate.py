@@ -51,7 +51,7 @@ def examples(settings: Settings):
         retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
         assessed = assistant.assess(retrieval, q["question"])
         several = asks_for_several(retrieval.query) and bool(q["gold"]) and not q.get("exclude")
-        for hit, evidence, sx in zip(retrieval.hits, assessed, several_features(assessed)):
+        for hit, evidence, sx in zip(retrieval.hits, assessed, several_features(assessed), strict=True):
             rows.append(
                 {
                     "question": q["id"].removesuffix("-loo"),
@@ -104,7 +104,7 @@ def fit(rows: list[dict], label: str, strength: float, features: str = "x") -> t
 def best_per_question(rows: list[dict], predicted: np.ndarray) -> dict[tuple, float]:
     """(question, asked with its paper hidden) -> the probability of its best retrieved paper."""
     best: dict[tuple, float] = {}
-    for r, p in zip(rows, predicted):
+    for r, p in zip(rows, predicted, strict=True):
         key = (r["question"], r["loo"])
         best[key] = max(best.get(key, 0.0), p)
     return best
@@ -125,18 +125,20 @@ def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
     loo = [k for k, r in kinds.items() if r["loo"]]
     share = lambda keys: sum(best[k] < threshold for k in keys) / max(1, len(keys))  # noqa: E731
     print(
-        f"  cross-validated, answer_above {threshold:.3f}: false abstention {share(answerable):.3f} ({len(answerable)}), "
-        f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), leave-one-out {share(loo):.3f} ({len(loo)})"
+        f"  cross-validated, answer_above {threshold:.3f}: "
+        f"false abstention {share(answerable):.3f} ({len(answerable)}), "
+        f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), "
+        f"leave-one-out {share(loo):.3f} ({len(loo)})"
     )
 
 
 def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -> None:
     """Cross-validated citation precision and recall of the papers `several` would cite
     (the best paper always is), as `rag eval` counts them on several-papers questions."""
-    cited = [p >= cite_above or r["best"] for r, p in zip(rows, predicted)]
-    right = sum(c and r["gold"] for r, c in zip(rows, cited))
+    cited = [p >= cite_above or r["best"] for r, p in zip(rows, predicted, strict=True)]
+    right = sum(c and r["gold"] for r, c in zip(rows, cited, strict=True))
     questions = {r["question"]: r["gold_count"] for r in rows}
-    found = {q: sum(c and r["gold"] for r, c in zip(rows, cited) if r["question"] == q) for q in questions}
+    found = {q: sum(c and r["gold"] for r, c in zip(rows, cited, strict=True) if r["question"] == q) for q in questions}
     recall = np.mean([found[q] / questions[q] for q in questions])
     print(
         f"  cross-validated, cite_above {cite_above}: citation precision {right / max(1, sum(cited)):.3f}, "
@@ -212,7 +214,7 @@ def main() -> None:
         model, predicted = fit(subset, family, strength=1.0)
         threshold = threshold_for(subset, predicted)
         report(subset, predicted, threshold)
-        weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef))
+        weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef, strict=True))
         # Another script's words cannot be looked up in English abstracts: high or none.
         confident = (
             f"high_above={high_above:.2f}, missing_below={missing_below:.2f}"
@@ -220,7 +222,8 @@ def main() -> None:
             else f"high_above={threshold:.2f}, missing_below=1.00"
         )
         print(
-            f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, answer_above={threshold:.2f}, {confident})"
+            f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, "
+            f"answer_above={threshold:.2f}, {confident})"
         )
     print(
         f"  confidence on {'+'.join(splits)} (the weights in the settings): off-corpus answered high {off_high:.3f}, "
@@ -234,7 +237,7 @@ def main() -> None:
             r["best"] = r is best
     model, predicted = fit(several, "several papers", strength=1.0, features="sx")
     report_several(several, predicted, SeveralWeights.model_fields["cite_above"].default)
-    weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(SEVERAL_FEATURES, model.coef))
+    weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(SEVERAL_FEATURES, model.coef, strict=True))
     print(f"  several = SeveralWeights(bias={model.intercept:.2f}, {weights})")
 
 

@@ -6,6 +6,7 @@ The kills are real SIGKILLs of real processes (`rag add`, a uvicorn server servi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -155,10 +156,8 @@ def test_a_server_killed_during_post_papers(workspace, stage, tmp_path):
 
 def _post_quietly(url: str, body: dict) -> None:
     """The request the kill interrupts: its connection breaks, which is the point."""
-    try:
+    with contextlib.suppress(httpx.HTTPError):
         httpx.post(url, json=body, timeout=120)
-    except httpx.HTTPError:
-        pass
 
 
 QUERIES = [

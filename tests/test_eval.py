@@ -221,13 +221,13 @@ def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_di
     )
     assert out.returncode == 0, out.stderr
     for family in ("english", "multilingual"):
-        line = next(l for l in out.stdout.splitlines() if l.strip().startswith(f"{family} = EvidenceWeights("))
+        line = next(s for s in out.stdout.splitlines() if s.strip().startswith(f"{family} = EvidenceWeights("))
         fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
         EvidenceWeights(
             **{k: float(v) for k, v in fields.items()}, cite_share=0.5, standalone_margin=0.1
         )  # valid settings
     assert "cross-validated, answer_above" in out.stdout and "leave-one-out" in out.stdout
-    line = next(l for l in out.stdout.splitlines() if l.strip().startswith("several = SeveralWeights("))
+    line = next(s for s in out.stdout.splitlines() if s.strip().startswith("several = SeveralWeights("))
     fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
     SeveralWeights(**{k: float(v) for k, v in fields.items()})
     assert "cross-validated, cite_above 0.5: citation precision" in out.stdout

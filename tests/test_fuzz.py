@@ -52,8 +52,8 @@ def error_envelope(ctx, response, case):
     if response.status_code >= 400:
         try:
             error = response.json()["error"]
-        except (ValueError, KeyError, TypeError):
-            raise AssertionError(f"{response.status_code} without an error object: {response.text[:300]!r}")
+        except (ValueError, KeyError, TypeError) as e:
+            raise AssertionError(f"{response.status_code} without an error object: {response.text[:300]!r}") from e
         assert isinstance(error.get("code"), str) and isinstance(error.get("message"), str), error
 
 

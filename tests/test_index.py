@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -232,7 +233,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     [export] = (tmp_path / "index" / "models").glob("*.onnx")
     for build in (first, second):
         assert os.path.samefile(os.path.join(build, "query_encoder.onnx"), export)
-        recorded = json.loads(open(os.path.join(build, "manifest.json")).read())["files"]["query_encoder.onnx"]
+        recorded = json.loads(Path(build, "manifest.json").read_text())["files"]["query_encoder.onnx"]
         assert recorded["sha256"] == index_module._sha256(export)  # taken from the build, not hashed again
     np.testing.assert_allclose(
         np.load(os.path.join(first, "sentences.npy")), np.load(os.path.join(second, "sentences.npy")), atol=1e-6

@@ -34,14 +34,12 @@ def built_small_index(tmp_path, seeds) -> tuple:
 
 def test_rag_add_adds_new_papers_once_and_keeps_the_seeds_in_step(tmp_path, small_seeds):
     settings, before, env = built_small_index(tmp_path, small_seeds)
-    rag = lambda *args: subprocess.run(
-        [sys.executable, "-m", "rag.cli", *args],
-        cwd=ROOT,
-        env=env,  # noqa: E731
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def rag(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+
     first = rag("add", str(NEW_FILE))
     assert first.returncode == 0, first.stderr
     assert "19 added, 0 already indexed" in first.stdout
@@ -138,14 +136,17 @@ def test_a_rebuild_and_an_add_at_once_lose_no_paper(tmp_path, small_seeds):
     """`rag index` reads the seeds under the lock `rag add` takes: whichever goes first, the
     published index holds the old papers and the added ones."""
     settings, before, env = built_small_index(tmp_path, small_seeds)
-    start = lambda *args: subprocess.Popen(
-        [sys.executable, "-m", "rag.cli", *args],
-        cwd=ROOT,
-        env=env,  # noqa: E731
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+
+    def start(*args):
+        return subprocess.Popen(
+            [sys.executable, "-m", "rag.cli", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     rebuild = start("index", "-q")
     add = start("add", str(NEW_FILE))
     for proc in (rebuild, add):

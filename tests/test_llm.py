@@ -196,7 +196,8 @@ class FaultHandler(BaseHTTPRequestHandler):
                     {"source": 1, "text": "MedMosaic is a medical audio question-answering dataset."},
                     {
                         "source": 9,
-                        "text": "It benchmarks language and audio reasoning models under realistic clinical constraints.",
+                        "text": "It benchmarks language and audio reasoning models under realistic clinical"
+                        " constraints.",
                     },
                 ],
             }

@@ -88,10 +88,12 @@ def test_mcp_over_streamable_http_behind_the_api_key(keyed_server):
 
     async def run():
         headers = {"Authorization": f"Bearer {API_KEY}"}
-        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
-            async with streamable_http_client(url, http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await exercise(session)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await exercise(session)
 
     run_in_thread(run)
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}

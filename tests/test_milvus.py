@@ -7,6 +7,7 @@ up holding only the exported question encoder (a model cache), no index data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -252,10 +253,8 @@ def test_a_replica_killed_during_an_add(built, replica_b, stage, tmp_path, repli
 
 
 def _post_quietly(url: str, body: dict) -> None:
-    try:
+    with contextlib.suppress(httpx.HTTPError):
         httpx.post(url, json=body, timeout=120)
-    except httpx.HTTPError:
-        pass
 
 
 def test_catch_up_and_rebuild_keep_added_papers(built, seeds, replica_b):

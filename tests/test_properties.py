@@ -25,6 +25,7 @@ import re
 import tempfile
 import time
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -68,10 +69,11 @@ HEADER = LINE.filter(lambda h: h.lstrip("\ufeff").strip())  # U+FEFF opening a f
 PARAGRAPH = st.lists(LINE, min_size=1, max_size=4)  # the lines of one abstract
 BLANK = st.text(st.sampled_from(IN_LINE_SPACE), max_size=3)  # a blank line: whitespace only
 EOL = st.sampled_from(["\n", "\r\n", "\r"])
+PARAGRAPHS = st.lists(PARAGRAPH, min_size=1, max_size=8)
 
 
 @st.composite
-def seed_bytes(draw, paragraphs=st.lists(PARAGRAPH, min_size=1, max_size=8)):
+def seed_bytes(draw, paragraphs=PARAGRAPHS):
     """(file bytes, the abstracts it must give): random header, line endings, blank lines, BOM."""
     paras = draw(paragraphs)
     eol = draw(EOL)
@@ -354,7 +356,7 @@ def run(pieces: list[str]) -> tuple[str, list[dict], list[int]]:
 
 def cut(text: str, positions: list[int]) -> list[str]:
     bounds = [0, *sorted(positions), len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [text[a:b] for a, b in pairwise(bounds)]
 
 
 def numbers_in(text: str) -> list[int]:

@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 import pytest
 
 from rag.errors import QueryError
@@ -42,7 +44,7 @@ def test_results_are_one_row_per_paper_ranked_by_score(retriever):
     hits = retriever.search("diffusion language models", 50).hits
     assert len(hits) == len({h.paper.paper_id for h in hits}) >= 30
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    assert all(a.score >= b.score for a, b in pairwise(hits))
     for hit in hits:
         assert hit.snippet and hit.snippet in hit.paper.text
 
