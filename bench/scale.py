@@ -45,8 +45,11 @@ from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
 from rag.chunking import split_sentences  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.corpus import build_corpus, load_corpus  # noqa: E402
-from rag.index import QUERY_ENCODER, KnownVectors, build_index, load_index  # noqa: E402
-from rag.milvus_index import GRPC_OPTIONS  # noqa: E402
+from rag.embedding import QUERY_ENCODER  # noqa: E402
+from rag.stores.base import KnownVectors  # noqa: E402
+from rag.stores.faiss import build_index, load_index  # noqa: E402
+from rag.stores.faiss.build import known_vectors  # noqa: E402
+from rag.stores.milvus import GRPC_OPTIONS  # noqa: E402
 
 SEEDS = ROOT / "seeds"
 QUERIES = [
@@ -103,7 +106,7 @@ class VectorsOf:
     """A build's `remote`: every vector taken from an existing FAISS build (no model runs)."""
 
     def __init__(self, index):
-        self.known = KnownVectors.of(index)
+        self.known = known_vectors(index)
 
     def vectors(self, nodes, sentences, settings, known, encoder=None) -> KnownVectors:
         return self.known
@@ -311,13 +314,13 @@ def ray_scaling(work: Path, papers: int) -> dict:
 
 def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings:
     """The FAISS build of `faiss_settings` copied into Milvus at `uri`, vectors and all (no model runs)."""
-    from rag import milvus_index
+    from rag.stores.milvus import writer
 
     source = load_index(faiss_settings)
     settings = faiss_settings.model_copy(
         update={"vector_store": "milvus", "milvus_uri": uri, "milvus_collection": collection}
     )
-    milvus_index.build(source.corpus, settings, remote=VectorsOf(source))
+    writer.build(source.corpus, settings, remote=VectorsOf(source))
     return settings
 
 

@@ -121,7 +121,7 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
     from rag.chunking import chunk_papers
     from rag.corpus import load_corpus
     from rag.embedding import load_embedder, resolve_model_path
-    from rag.index import _build_vector_index, build_index, make_faiss_index
+    from rag.stores.faiss.build import build_index, build_vector_index, make_faiss_index
 
     corpus = load_corpus(settings.seeds_dir)
     embedder = load_embedder(settings.embedding_model)
@@ -135,7 +135,7 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
     raw_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        _build_vector_index(nodes, embedder, Path(tmp) / "dense", False, make_faiss_index(384, "flat", settings))
+        build_vector_index(nodes, embedder, Path(tmp) / "dense", False, make_faiss_index(384, "flat", settings))
         ours_s = time.perf_counter() - started
     figures = {
         "chunks": len(texts),
@@ -160,7 +160,7 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
 
 def bench_latency(settings, served: Served, rounds: int) -> dict:
     from rag.assistant import Assistant
-    from rag.store import load_index
+    from rag.stores import load_index
 
     assistant = Assistant(load_index(settings), settings)
     queries = (QUERIES * (rounds // len(QUERIES) + 1))[:rounds]

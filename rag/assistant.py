@@ -23,8 +23,8 @@ from .embedding import is_cjk
 from .errors import GeneratorError, QueryError
 from .evidence import Evidence, EvidenceModel, Missing, name_like, stems
 from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
-from .index import SearchIndex
 from .retrieval import Hit, Retrieval, Retriever
+from .stores.base import SearchIndex
 
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"

@@ -49,7 +49,7 @@ _port = _bounded("port", 1, 65535)
 
 
 def cmd_index(args, settings: Settings) -> int:
-    from .store import index_seeds
+    from .stores import index_seeds
 
     remote = None
     if args.ray is not None:
@@ -76,7 +76,7 @@ def cmd_index(args, settings: Settings) -> int:
 
 def _open_index(settings: Settings):
     """The last good build, with a note on stderr when the seed folder has moved on since."""
-    from .store import open_index, seeds_changed
+    from .stores import open_index, seeds_changed
 
     loaded = open_index(settings)
     if seeds_changed(settings, loaded):
@@ -137,7 +137,7 @@ def cmd_ask(args, settings: Settings) -> int:
 
 def cmd_add(args, settings: Settings) -> int:
     from .corpus import read_seed_file
-    from .store import add_seed_texts
+    from .stores import add_seed_texts
 
     items = []
     for path in args.files:
@@ -162,17 +162,8 @@ def cmd_eval(args, settings: Settings) -> int:
     except ImportError:
         raise RagError("rag eval draws its plot with matplotlib: pip install 'icml-rag[eval]'") from None
     from .corpus import load_corpus
-    from .evaluation import (
-        HEADLINE,
-        LOO_SPLIT,
-        SPLITS,
-        below_floors,
-        columns,
-        evaluate,
-        leave_one_out,
-        load_questions,
-        write_report,
-    )
+    from .evaluation import HEADLINE, LOO_SPLIT, SPLITS, evaluate, leave_one_out, load_questions
+    from .evaluation_report import below_floors, columns, write_report
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})

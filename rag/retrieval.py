@@ -18,7 +18,7 @@ from .corpus import Paper, mentions
 from .embedding import is_cjk
 from .errors import QueryError
 from .evidence import Vocabulary, stems
-from .index import SearchIndex, SentenceRows
+from .stores.base import Ranked, SearchIndex, SentenceRows
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Retrieval:
     vector: np.ndarray  # the query's embedding (multilingual-e5's when `multilingual`)
 
 
-def _paper_ranking(chunks: list[tuple[str, float]], papers: dict) -> dict[str, tuple[int, float]]:
+def _paper_ranking(chunks: list[Ranked], papers: dict) -> dict[str, tuple[int, float]]:
     """Chunk results -> {paper_id: (rank of its best chunk, that chunk's score)}, for `papers` only."""
     ranking: dict[str, tuple[int, float]] = {}
     for pid, score in chunks:
@@ -64,11 +64,6 @@ def _paper_ranking(chunks: list[tuple[str, float]], papers: dict) -> dict[str, t
 class Retriever:
     def __init__(self, index: SearchIndex, settings: Settings, exclude: Collection[str] = ()):
         """`exclude`: paper ids to act as if absent (leave-one-out calibration in rag.evaluation)."""
-        import faiss
-
-        # One query per request: splitting it over both cores makes each query wait for a busy
-        # core under load (bench/faiss_scale.py: 16 ms instead of 0.26 ms at 10k vectors).
-        faiss.omp_set_num_threads(1)
         self.index = index
         self.settings = settings
         self.papers = {p.paper_id: p for p in index.corpus.papers if p.paper_id not in exclude}

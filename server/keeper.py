@@ -15,8 +15,8 @@ import time
 from rag.assistant import Assistant
 from rag.config import Settings
 from rag.errors import RagError
-from rag.index import AddResult, SeedChanges
-from rag.store import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
+from rag.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
+from rag.stores.base import AddResult, SeedChanges
 
 from .errors import ApiError
 from .metrics import Metrics

@@ -29,7 +29,7 @@ from rag.config import Settings  # noqa: E402
 def index_dir(tmp_path_factory) -> Path:
     """The full corpus indexed once for the session, with the default settings."""
     from rag.corpus import load_corpus
-    from rag.index import build_index
+    from rag.stores.faiss import build_index
 
     directory = tmp_path_factory.mktemp("index")
     settings = Settings(index_dir=directory, seeds_dir=SEEDS)
@@ -51,7 +51,7 @@ def corpus():
 
 @pytest.fixture(scope="session")
 def loaded_index(settings, corpus):
-    from rag.index import load_index
+    from rag.stores.faiss import load_index
 
     return load_index(settings, corpus)
 
@@ -253,3 +253,47 @@ def browser_type_launch_args(browser_type_launch_args):
             pytest.fail("RAG_REQUIRE_BROWSER=1 but /usr/bin/chromium is missing (apt-get install chromium)")
         pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium: apt-get install chromium")
     return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
+
+
+class MilvusServer:
+    """`milvus-lite server` bound to 127.0.0.1 (its default is every interface)."""
+
+    def __init__(self, data_dir: Path, port: int | None = None):
+        self.data_dir, self.port = data_dir, port or free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.start()
+
+    def start(self) -> None:
+        from pymilvus import MilvusClient
+
+        from rag.stores.milvus import GRPC_OPTIONS
+
+        self.proc = subprocess.Popen(
+            [
+                Path(sys.executable).with_name("milvus-lite"),
+                "server",
+                "--data-dir",
+                str(self.data_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                probe = MilvusClient(uri=self.uri, timeout=2, grpc_options=GRPC_OPTIONS)
+                probe.list_collections()
+                probe.close()
+                return
+            except Exception:
+                assert self.proc.poll() is None, "milvus-lite server exited"
+                assert time.monotonic() < deadline, "milvus-lite server did not answer"
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)

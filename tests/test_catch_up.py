@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from rag.corpus import load_corpus
-from rag.index import build_index, index_seeds, load_index
 from rag.retrieval import Retriever
+from rag.stores import index_seeds
+from rag.stores.faiss import build_index, load_index
 
 from .conftest import ROOT, SEEDS, Server, small_settings
 

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from rag.errors import RagError
-from rag.evaluation import SPLITS, below_floors, evaluate, leave_one_out, load_questions, write_report
+from rag.evaluation import SPLITS, evaluate, leave_one_out, load_questions
+from rag.evaluation_report import below_floors, write_report
 from rag.metrics import citation_metrics, ranking_metrics
 
 from .conftest import ROOT, SEEDS

@@ -1,6 +1,5 @@
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -10,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import rag.index as index_module
+import rag.stores.faiss.folders as folders
 from rag.config import Settings
 from rag.corpus import load_corpus
 from rag.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
-from rag.index import build_index, index_seeds, load_index
 from rag.retrieval import Retriever
+from rag.stores.base import exported_encoder, vector_index_kind
+from rag.stores.faiss import build_index, load_index
 
 from .conftest import ROOT, SEEDS, small_settings
 
@@ -61,24 +61,6 @@ def test_a_reload_gives_identical_results(tmp_path, small_seeds):
     ]
 
 
-def test_a_stale_index_is_detected_and_caught_up_or_rebuilt(tmp_path, small_seeds):
-    settings = small_settings(tmp_path, small_seeds)
-    build_index(load_corpus(small_seeds), settings)
-    shutil.copy(sorted(SEEDS.glob("*.txt"))[3], small_seeds)
-    changed = load_corpus(small_seeds)
-    with pytest.raises(IndexStaleError, match="seed files changed"):
-        load_index(settings, changed)
-    with pytest.raises(IndexStaleError, match="chunk_size"):
-        load_index(settings.model_copy(update={"chunk_size": 128}), changed)
-    before = len(load_index(settings).corpus)
-    report = index_seeds(settings, only_if_stale=True)
-    assert report.caught_up and report.removed == 0 and report.added == len(changed) - before > 0
-    assert load_index(settings, changed).manifest["corpus_hash"] == changed.content_hash
-    assert index_seeds(settings, only_if_stale=True).build is None
-    rebuilt = index_seeds(settings.model_copy(update={"chunk_size": 128}), only_if_stale=True)
-    assert not rebuilt.caught_up and "chunk_size" in rebuilt.reason
-
-
 def test_an_exception_mid_build_leaves_the_previous_index_loadable(tmp_path, small_seeds, monkeypatch):
     settings = small_settings(tmp_path, small_seeds)
     corpus = load_corpus(small_seeds)
@@ -87,7 +69,7 @@ def test_an_exception_mid_build_leaves_the_previous_index_loadable(tmp_path, sma
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(index_module, "_file_table", fail)
+    monkeypatch.setattr(folders, "_file_table", fail)
     with pytest.raises(IndexWriteError, match="disk full.*current index is unchanged.*rag index"):
         build_index(corpus, settings)
     assert load_index(settings, corpus).path == good
@@ -145,12 +127,12 @@ def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
     corpus = load_corpus(small_seeds)
     build_index(corpus, settings)
     index = load_index(settings, corpus)
-    assert index.manifest["faiss_index"] == "hnsw"
+    assert index.manifest["index_kind"] == "hnsw"
     assert isinstance(index.dense.vector_store.client, faiss.IndexHNSWFlat)
     hits = Retriever(index, settings).search("rotary embeddings for vision transformers", 3).hits
     assert hits[0].paper.name == "Spiral RoPE"
     auto = Settings(hnsw_above=100)
-    assert index_module.faiss_kind(auto, 99) == "flat" and index_module.faiss_kind(auto, 100) == "hnsw"
+    assert vector_index_kind(auto, 99) == "flat" and vector_index_kind(auto, 100) == "hnsw"
 
 
 def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(loaded_index, settings):
@@ -159,7 +141,7 @@ def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(load
     assert loaded_index.manifest["query_encoder"] == "onnx"
     assert type(loaded_index.embedder).__name__ == "OnnxEmbedding"
     # The build (in this process, tests/conftest.py) and the loaded index share one ONNX session.
-    cache = index_module.exported_encoder(settings).parent
+    cache = exported_encoder(settings).parent
     assert cached_query_encoder(cache, settings.embedding_model) is loaded_index.embedder
     reference = load_embedder(settings.embedding_model)
     for text in [
@@ -194,7 +176,7 @@ def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors
 
 def test_the_service_loads_and_answers_without_importing_torch(index_dir):
     probe = (
-        "import sys; from rag.config import Settings; from rag.index import load_index; "
+        "import sys; from rag.config import Settings; from rag.stores.faiss import load_index; "
         "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
         "print(a.ask('What speedup does Jacobi Forcing report?').citations[0].name, "
         "'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
@@ -215,7 +197,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     loads neither torch nor sentence-transformers, and its vectors are the first build's."""
     probe = (
         "import sys; from rag.config import Settings; from rag.corpus import load_corpus; "
-        "from rag.index import build_index; s = Settings(); print(build_index(load_corpus(s.seeds_dir), s), "
+        "from rag.stores.faiss import build_index; s = Settings(); print(build_index(load_corpus(s.seeds_dir), s), "
         "'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
     )
     env = {
@@ -234,7 +216,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     for build in (first, second):
         assert os.path.samefile(os.path.join(build, "query_encoder.onnx"), export)
         recorded = json.loads(Path(build, "manifest.json").read_text())["files"]["query_encoder.onnx"]
-        assert recorded["sha256"] == index_module._sha256(export)  # taken from the build, not hashed again
+        assert recorded["sha256"] == folders.sha256(export)  # taken from the build, not hashed again
     np.testing.assert_allclose(
         np.load(os.path.join(first, "sentences.npy")), np.load(os.path.join(second, "sentences.npy")), atol=1e-6
     )

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from rag.corpus import load_corpus
-from rag.index import build_index
+from rag.stores.faiss import build_index
 
 from .conftest import ROOT, Server, small_settings
 

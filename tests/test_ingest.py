@@ -9,10 +9,11 @@ import time
 import httpx
 import pytest
 
-import rag.index as index_module
+import rag.stores.faiss.folders as folders
 from rag.corpus import load_corpus
 from rag.errors import IndexWriteError
-from rag.index import add_seed_texts, build_index, load_index
+from rag.stores import add_seed_texts
+from rag.stores.faiss import build_index, load_index
 
 from .conftest import ROOT, SEEDS, Server, small_settings
 
@@ -65,7 +66,7 @@ def test_a_crash_mid_add_loses_nothing_already_indexed(tmp_path, small_seeds, mo
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(index_module, "_file_table", crash)
+    monkeypatch.setattr(folders, "_file_table", crash)
     with pytest.raises(IndexWriteError, match="disk full"):
         add_seed_texts(settings, [(NEW_FILE.name, NEW_FILE.read_bytes())])
     after = load_index(settings)

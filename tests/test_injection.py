@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from rag.citations import MARKER
 from rag.corpus import load_corpus
-from rag.index import build_index
+from rag.stores.faiss import build_index
 
 from .conftest import SEEDS, Server, small_settings
 

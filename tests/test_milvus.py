@@ -25,53 +25,12 @@ from rag.config import Settings
 from rag.corpus import build_corpus, load_corpus
 from rag.embedding import load_embedder, tokenizer_of
 
-from .conftest import ROOT, SEEDS, Server, free_port
+from .conftest import ROOT, SEEDS, MilvusServer, Server, free_port
 
-pymilvus = pytest.importorskip("pymilvus")
-from rag.milvus_index import GRPC_OPTIONS  # noqa: E402
+pytest.importorskip("pymilvus")
 
 TWO_FILES = sorted(SEEDS.glob("*.txt"))[:2]
 STAGES = ["seed-written", "embedding", "writing", "before-publish", "after-publish"]
-
-
-class MilvusServer:
-    """`milvus-lite server` bound to 127.0.0.1 (its default is every interface)."""
-
-    def __init__(self, data_dir: Path, port: int | None = None):
-        self.data_dir, self.port = data_dir, port or free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.start()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                Path(sys.executable).with_name("milvus-lite"),
-                "server",
-                "--data-dir",
-                str(self.data_dir),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                probe = pymilvus.MilvusClient(uri=self.uri, timeout=2, grpc_options=GRPC_OPTIONS)
-                probe.list_collections()
-                probe.close()
-                return
-            except Exception:
-                assert self.proc.poll() is None, "milvus-lite server exited"
-                assert time.monotonic() < deadline, "milvus-lite server did not answer"
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -147,21 +106,21 @@ def abstract(tag: str) -> str:
 
 def milvus_rows(env: dict, table: str, paper_id: str) -> int:
     """Rows of one paper in the current generation of a table, read straight from Milvus."""
-    from rag import milvus_index
+    from rag.stores.milvus import collections
 
     settings = settings_of(env)
-    client = milvus_index.connect(settings)
-    meta = milvus_index._read_meta(client, settings.milvus_collection)
-    name = milvus_index.Names(settings.milvus_collection, meta["generation"]).of(table)
+    client = collections.connect(settings)
+    meta = collections.read_meta(client, settings.milvus_collection)
+    name = collections.Names(settings.milvus_collection, meta["generation"]).of(table)
     return len(client.query(name, filter=f'paper_id == "{paper_id}"', output_fields=["paper_id"], limit=1000))
 
 
 def test_milvus_holds_the_vectors_the_faiss_build_holds(built, loaded_index):
     """Same model, same chunking: the chunk and sentence vectors in Milvus equal the FAISS
     build's (the session index) for the same papers."""
-    from rag import milvus_index
+    from rag.stores import milvus
 
-    index = milvus_index.load(settings_of(built))
+    index = milvus.load(settings_of(built))
     assert [p.paper_id for p in index.corpus.papers] == [
         p.paper_id for p in load_corpus(Path(built["RAG_SEEDS_DIR"])).papers
     ]
@@ -255,31 +214,6 @@ def test_a_replica_killed_during_an_add(built, replica_b, stage, tmp_path, repli
 def _post_quietly(url: str, body: dict) -> None:
     with contextlib.suppress(httpx.HTTPError):
         httpx.post(url, json=body, timeout=120)
-
-
-def test_catch_up_and_rebuild_keep_added_papers(built, seeds, replica_b):
-    third = sorted(SEEDS.glob("*.txt"))[2]
-    (seeds / third.name).write_bytes(third.read_bytes())
-    try:
-        caught = rag(built, "index", "--if-needed")
-        assert caught.returncode == 0, caught.stderr
-        assert "caught up: 19 papers added, 0 removed" in caught.stdout, caught.stdout
-        assert "up to date" in rag(built, "index", "--if-needed").stdout
-    finally:
-        (seeds / third.name).unlink()
-    removed = rag(built, "index", "--if-needed")
-    assert "caught up: 0 papers added, 19 removed" in removed.stdout, removed.stdout
-
-    added = httpx.post(
-        f"{replica_b.url}/papers", timeout=120, json={"filename": "kept.txt", "content": f"New\n\n{abstract('Kept')}\n"}
-    ).json()["added"]
-    rebuilt = rag(built, "index", "--quiet")
-    assert rebuilt.returncode == 0, rebuilt.stderr
-    from rag import milvus_index
-
-    index = milvus_index.load(settings_of(built))
-    assert index.corpus.get(added[0]["paper_id"]) is not None  # a full rebuild keeps what was added
-    assert len({p.paper_id for p in index.corpus.papers}) == len(index.corpus)
 
 
 def test_milvus_failures_are_clear_errors(tmp_path, seeds):

@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 from rag.citations import MARKER, CitationTracker, clean_answer, lexical_support, parse_marker
 from rag.corpus import build_corpus, extract_name, load_corpus, normalise, paper_id_for, parse_seed, read_seed_file
 from rag.errors import CorpusError
-from rag.index import SentenceRows
 from rag.retrieval import Hit
+from rag.stores.base import SentenceRows
 
 EXAMPLES = int(os.environ.get("RAG_PROPERTY_EXAMPLES", "150"))
 PROPERTY = settings(

@@ -20,7 +20,7 @@ import pytest
 
 from rag.config import Settings
 from rag.corpus import load_corpus
-from rag.index import load_index
+from rag.stores.faiss import load_index
 
 from .conftest import ROOT, SEEDS
 
@@ -98,9 +98,9 @@ def test_index_on_a_two_node_ray_cluster(tmp_path, loaded_index):
     settings = Settings(index_dir=tmp_path / "index", seeds_dir=seeds, multilingual=False)
     on_ray = load_index(settings)
     assert on_ray.manifest["embedded_on"] == "ray"
-    from rag import milvus_index
+    from rag.stores import milvus
 
-    on_milvus = milvus_index.load(
+    on_milvus = milvus.load(
         settings.model_copy(update={"vector_store": "milvus", "milvus_uri": str(tmp_path / "milvus.db")})
     )
     ids = [p.paper_id for p in on_ray.corpus.papers]

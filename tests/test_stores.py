@@ -1,0 +1,120 @@
+"""The store contract, the same checks on every store: FAISS build folders and a real Milvus
+Lite server on loopback, driven through `rag.stores` as the CLI and the service drive them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rag.chunking import split_sentences
+from rag.config import Settings
+from rag.corpus import load_corpus
+from rag.errors import CorpusError, IndexStaleError
+from rag.stores import add_seed_texts, index_seeds, load_index, open_index, store_for
+from rag.stores.base import Ranked
+
+from .conftest import SEEDS, MilvusServer
+
+TWO_FILES = sorted(SEEDS.glob("*.txt"))[:2]
+THIRD_FILE = sorted(SEEDS.glob("*.txt"))[2]  # 19 abstracts the two files lack
+
+
+def new_abstract(tag: str) -> bytes:
+    return (
+        f"Added papers\n\nWe introduce Wombat{tag}, a scheduler that orders the microbatches of pipeline-parallel "
+        f"training by their expected memory peak. Wombat{tag} cuts activation memory by a third on 64 GPUs "
+        f"without slowing training, and we release the scheduler.\n"
+    ).encode()
+
+
+@pytest.fixture(scope="module", params=["faiss", "milvus"])
+def settings(request, tmp_path_factory) -> Settings:
+    """An index of two seed files in each store, built once for the module's tests."""
+    root = tmp_path_factory.mktemp(request.param)
+    seeds = root / "seeds"
+    seeds.mkdir()
+    for path in TWO_FILES:
+        shutil.copy(path, seeds / path.name)
+    extra: dict = {}
+    if request.param == "milvus":
+        pytest.importorskip("pymilvus")
+        server = MilvusServer(root / "milvus")
+        request.addfinalizer(server.stop)
+        extra = {"milvus_uri": server.uri, "milvus_collection": "contract"}
+    settings = Settings(
+        index_dir=root / "index", seeds_dir=seeds, multilingual=False, vector_store=request.param, **extra
+    )
+    index_seeds(settings)
+    return settings
+
+
+def test_a_build_holds_every_seed_paper_once_in_order(settings):
+    index = open_index(settings)
+    seeds = load_corpus(settings.seeds_dir)
+    assert [p.paper_id for p in index.corpus.papers] == [p.paper_id for p in seeds.papers]
+    assert index.store == settings.vector_store and index.chunks >= len(seeds)
+    assert index.is_current() and index.version and str(index.path)
+
+
+def test_rankings_and_sentences_come_from_the_papers(settings):
+    index = load_index(settings)
+    paper = index.corpus.papers[3]
+    sentence = split_sentences(paper)[1].text
+    dense = index.dense_ranking(index.embedder.get_query_embedding(sentence), 5, multilingual=False)
+    words = index.bm25_ranking(sentence, 5)
+    for ranking in (dense, words):
+        assert all(isinstance(r, Ranked) for r in ranking) and ranking[0].paper_id == paper.paper_id
+        assert [r.score for r in ranking] == sorted((r.score for r in ranking), reverse=True)
+    rows = index.sentences_of([paper.paper_id])[paper.paper_id]
+    assert rows.texts == [s.text for s in split_sentences(paper)]
+    assert rows.vectors.shape[0] == len(rows.texts) and rows.multilingual is None
+    assert sentence in index.sentence_texts()
+
+
+def test_an_add_is_published_whole_and_once(settings):
+    before = load_index(settings)
+    added = add_seed_texts(settings, [("wombat.txt", new_abstract(settings.vector_store))])
+    assert len(added.added) == 1 and not added.duplicates and added.build is not None
+    assert not before.is_current()  # readers see that a newer state was published
+    after = load_index(settings)
+    assert after.corpus.get(added.added[0].paper_id) is not None
+    assert len(after.corpus) == len(before.corpus) + 1
+    again = add_seed_texts(settings, [("again.txt", new_abstract(settings.vector_store))])
+    assert again.build is None and not again.added and len(again.duplicates) == 1
+    assert load_index(settings).version == after.version
+
+
+def test_a_bad_file_is_refused_before_anything_is_written(settings):
+    before = load_index(settings)
+    with pytest.raises(CorpusError, match="bad.txt"):
+        add_seed_texts(settings, [("bad.txt", b"\x00\x01binary")])
+    assert load_index(settings).version == before.version
+    assert not [p.name for p in Path(settings.seeds_dir).iterdir() if p.name.startswith(".")]  # nothing pending
+
+
+def test_catch_up_embeds_the_difference_and_a_rebuild_keeps_adds(settings):
+    store = store_for(settings)
+    kept = add_seed_texts(settings, [("kept.txt", new_abstract(f"kept-{settings.vector_store}"))]).added[0]
+    seeds = Path(settings.seeds_dir)
+    shutil.copy(THIRD_FILE, seeds / THIRD_FILE.name)
+    try:
+        assert store.seeds_changed(settings, load_index(settings)) == (not store.records_adds)
+        caught = index_seeds(settings, only_if_stale=True)
+        assert caught.caught_up and (caught.added, caught.removed) == (19, 0), caught
+        assert index_seeds(settings, only_if_stale=True).build is None  # up to date
+    finally:
+        (seeds / THIRD_FILE.name).unlink()
+    removed = index_seeds(settings, only_if_stale=True)
+    assert removed.caught_up and (removed.added, removed.removed) == (0, 19), removed
+    rebuilt = index_seeds(settings)
+    assert not rebuilt.caught_up and rebuilt.build is not None
+    index = load_index(settings)
+    assert index.corpus.get(kept.paper_id) is not None  # a full rebuild keeps what was added
+    assert len({p.paper_id for p in index.corpus.papers}) == len(index.corpus)
+
+
+def test_an_index_built_with_another_chunking_is_stale(settings):
+    with pytest.raises(IndexStaleError, match="chunk_size"):
+        load_index(settings.model_copy(update={"chunk_size": 128}))
