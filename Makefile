@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 export HF_HUB_OFFLINE := 1
 
-.PHONY: serve test lint bench fuzz soak index clean eval-llm chat-ui-check
+.PHONY: serve test test-fast browser lint bench fuzz soak index clean eval-llm chat-ui-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,27 @@ index: $(VENV)/.installed
 serve: $(VENV)/.installed
 	$(BIN)/rag serve
 
-test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+# The browser tests drive Debian's Chromium (Playwright never downloads a browser here): installed
+# when missing and this user may (root, or sudo without a password); otherwise they are skipped.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@if [ -x $(CHROMIUM) ]; then exit 0; fi; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else echo "make test: $(CHROMIUM) is missing and this user cannot install it (apt-get install chromium): the browser tests will be skipped"; exit 0; fi; \
+	echo "make test: installing Debian's chromium for the browser tests"; \
+	$$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium > /dev/null \
+	  || echo "make test: apt-get could not install chromium: the browser tests will be skipped"
+
+# Two workers (pytest-xdist); a test file's tests stay on one worker, so module fixtures are made once.
+JOBS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+
+test: $(VENV)/.installed-test browser
+	$(PYTEST)
+
+# The inner loop: everything but the tests that drive Chromium, start Ray or a llama.cpp server.
+test-fast: $(VENV)/.installed-test
+	$(PYTEST) -m "not browser and not ray and not llama_cpp"
 
 # Style and lint gate (ruff, configured in pyproject.toml): .ci/run runs it before the tests.
 lint: $(VENV)/.installed-test

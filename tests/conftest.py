@@ -297,3 +297,14 @@ class MilvusServer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=30)
+
+
+# What `make test-fast` leaves out: tests that drive Chromium, start a Ray cluster or a llama.cpp server.
+HEAVY = {"page": "browser", "llama_server": "llama_cpp"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture, marker in HEAVY.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)

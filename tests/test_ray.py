@@ -25,6 +25,7 @@ from rag.stores.faiss import load_index
 from .conftest import ROOT, SEEDS
 
 pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
 
 BIN = Path(sys.executable).parent
 # Inside `unshare -n -p -f --mount-proc`: loopback is the only interface, and the namespace's
