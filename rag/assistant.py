@@ -233,7 +233,7 @@ class Assistant:
         rows = hit.sentences
         if not rows.texts:
             return lexical, best_lexical
-        if is_cjk(sentence) and self.index.multilingual_embedder is not None:
+        if is_cjk(sentence) and self.index.multilingual_embedder is not None and rows.multilingual is not None:
             vector = self.index.multilingual_embedder.get_query_embedding(sentence)
             matrix = rows.multilingual
             threshold_shift = self.settings.multilingual_support_threshold - self.settings.support_threshold
@@ -338,4 +338,5 @@ class Assistant:
 
     def ask(self, question: str, history: list[dict] | None = None, k: int | None = None) -> Answer:
         *_, answer = self.stream(question, history, k)
+        assert isinstance(answer, Answer)  # the stream ends with the Answer
         return answer

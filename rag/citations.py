@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .retrieval import Hit
 
 MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;\-–]|and)\s*\d{1,3})*)\s*\]")
 _RUN = re.compile(rf"{MARKER.pattern}(?:\s*{MARKER.pattern})*")  # [1][2] and [1] [2, 3] cite together
@@ -82,7 +86,7 @@ class CitationTracker:
     """
 
     sources: list
-    support: Callable[[str, object], tuple[float, str]]
+    support: Callable[[str, Hit], tuple[float, str]]
     threshold: float
     citations: list[Citation] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)

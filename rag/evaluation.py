@@ -15,6 +15,7 @@ import platform
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from .config import PROJECT_ROOT, Settings
 from .corpus import Corpus
@@ -97,7 +98,7 @@ def load_questions(path: Path, corpus: Corpus) -> list[dict]:
         for pid in q["gold"]:
             if corpus.get(pid) is None:
                 problems.append(f"{where}: gold paper {pid!r} is not in the corpus")
-        texts = [corpus.get(pid).text for pid in q["gold"] if corpus.get(pid)]
+        texts = [paper.text for pid in q["gold"] if (paper := corpus.get(pid))]
         for keyword in q["answer_keywords"]:
             if not any(keyword in text for text in texts):
                 problems.append(f"{where}: keyword {keyword!r} is in no gold abstract")
@@ -179,7 +180,7 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
 
     index = load_index(settings)
     generator = make_generator(settings, index.sentence_texts())
-    report = {
+    report: dict[str, Any] = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "index": {
@@ -192,7 +193,7 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
     bar = tqdm(total=sum(map(len, splits.values())) * len(systems), desc="eval", disable=not progress, unit="q")
     started = time.perf_counter()
     for name, questions in splits.items():
-        split = {"questions": len(questions), "systems": {}, "records": {}}
+        split: dict[str, Any] = {"questions": len(questions), "systems": {}, "records": {}}
         for system in systems:
             system_settings = settings.model_copy(update={"retrieval_mode": system})
             assistant = Assistant(index, system_settings, generator)

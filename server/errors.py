@@ -4,6 +4,7 @@ and one handler per kind of exception (validation, HTTP, library, unexpected).""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,7 +39,7 @@ ERRORS = {
 }
 
 
-def errors(*statuses: int) -> dict:
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for these error statuses, all answering ErrorResponse."""
     return {status: {"model": ErrorResponse, "description": ERRORS[status]} for status in statuses}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -17,7 +18,9 @@ from ..schemas import AskRequest, AskResponse, SearchRequest, SearchResponse
 from ..streaming import ask_events, chat_chunks, event_stream, iter_async
 
 router = APIRouter(dependencies=[Depends(authorised)], responses=errors(401))
-STREAMED = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"}}
+STREAMED: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream=true"}
+}
 
 
 @router.post("/search", response_model=SearchResponse, responses=errors(400, 413, 422, 503))

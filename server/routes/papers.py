@@ -31,7 +31,7 @@ async def add_papers(body: AddPapersRequest, keeper: AssistantKeeper = Depends(k
     return {
         "added": [p.to_dict() for p in result.added],
         "duplicates": [p.to_dict() for p in result.duplicates],
-        "papers": len(keeper.assistant.index.corpus),
+        "papers": len(keeper.get().index.corpus),
     }
 
 
