@@ -16,15 +16,15 @@ from typing import Literal
 import numpy as np
 
 from . import prompts
-from .citations import Citation, CitationTracker, content_words, lexical_support
+from .citations import Citation, CitationTracker, lexical_support
 from .config import EvidenceWeights, Settings
 from .corpus import mentions
-from .embedding import is_cjk
 from .errors import GeneratorError, QueryError
-from .evidence import Evidence, EvidenceModel, Missing, name_like, stems
+from .evidence import Evidence, EvidenceModel, Missing, name_like
 from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
+from .text import content_words, is_cjk, stems
 
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"

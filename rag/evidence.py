@@ -27,13 +27,10 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
-import Stemmer
-
-from .citations import STOPWORDS, content_words
 from .config import EvidenceSettings
 from .corpus import Paper, mentions
+from .text import IDF, STOPWORDS, stems
 
 # Name-like words: an inner capital (nuScenes), a digit (QM9), two capitals (GRPO), or a
 # capital letter not at the start of the question (a proper name).
@@ -49,16 +46,6 @@ QUESTION_WORDS = frozenset(
     still even instead rather across within without via per each every both either all name named called
     works studies research researchers authors author apply applies applied""".split()
 )
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    return Stemmer.Stemmer("english")
-
-
-def stems(text: str) -> set[str]:
-    """The content words of `text`, Snowball-stemmed ("guarantees" and "guaranteed" agree)."""
-    return set(_stemmer().stemWords(list(content_words(text))))
 
 
 def name_like(question: str) -> list[str]:
@@ -119,33 +106,25 @@ class Vocabulary:
         self.paper_stems: dict[str, set[str]] = {}
         self.words: set[str] = set()
         texts = []
-        frequency: dict[str, int] = {}
         for paper in papers:
-            own = stems(paper.text)
-            self.paper_stems[paper.paper_id] = own
-            for stem in own:
-                frequency[stem] = frequency.get(stem, 0) + 1
+            self.paper_stems[paper.paper_id] = stems(paper.text)
             tokens = {t.lower() for t in _TOKEN.findall(paper.text)}
             self.words |= tokens | {part for t in tokens for part in t.split("-")}
             texts.append(paper.text.lower())
         self.text = "\n".join(texts)  # for names inside longer words; one scan per name-like word
-        papers_count = len(self.paper_stems)
-        self.idf = {stem: math.log((papers_count + 1) / (df + 0.5)) for stem, df in frequency.items()}
-        self.unseen_idf = math.log((papers_count + 1) / 0.5)
-
-    def weight(self, stem: str) -> float:
-        return self.idf.get(stem, self.unseen_idf)
+        # Over papers; 0.5 is the smoothing the evidence weights (Settings.evidence) were fitted with.
+        self.idf = IDF(self.paper_stems.values(), smoothing=0.5)
 
     def shares(self, question_stems: set[str], paper_id: str) -> tuple[float, float]:
         """IDF-weighted shares of the question's stems: those the paper contains (its coverage),
         and those it lacks while another abstract contains them."""
-        total = sum(map(self.weight, question_stems))
+        total = self.idf.total(question_stems)
         if not total:
             return 0.0, 0.0
         own = self.paper_stems.get(paper_id, set())
         return (
-            sum(self.weight(s) for s in question_stems & own) / total,
-            sum(self.idf[s] for s in question_stems - own if s in self.idf) / total,
+            self.idf.total(question_stems & own) / total,
+            self.idf.total(s for s in question_stems - own if s in self.idf) / total,
         )
 
     def found(self, word: str, paper_ids: list[str]) -> bool:
@@ -162,7 +141,7 @@ class Vocabulary:
         is asked of it: they do not count ("What does Spiral RoPE report on audio?")."""
 
         def weigh(words) -> float:
-            return sum(self.weight(stem) for word in words for stem in stems(word) - naming)
+            return self.idf.total(stem for word in words for stem in stems(word) - naming)
 
         runs = question_phrases(question)
         total = weigh(word for run in runs for word in run)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,10 +20,9 @@ from . import prompts
 from .citations import MARKER
 from .config import ExtractiveWeights, Settings
 from .corpus import mentions
-from .embedding import is_cjk
 from .errors import GeneratorError, GeneratorTimeout
-from .evidence import stems
 from .retrieval import Hit
+from .text import IDF, is_cjk, stems
 
 
 class Generator(Protocol):
@@ -138,12 +136,8 @@ class ExtractiveGenerator:
         """`sentences`: the corpus's sentences, to weight question words by rarity (IDF), so that
         "GRPO" or "RMSE" in a question counts for more than "method"."""
         self.weights = weights or ExtractiveWeights()
-        frequency: dict[str, int] = {}
-        for sentence in sentences:
-            for stem in stems(sentence):
-                frequency[stem] = frequency.get(stem, 0) + 1
-        self.idf = {stem: math.log((len(sentences) + 1) / (df + 1)) + 1 for stem, df in frequency.items()}
-        self.unseen_idf = math.log(len(sentences) + 1) + 1
+        # Over sentences; scikit-learn's smooth IDF (every word weighs 1 or more): ExtractiveWeights were tuned on it.
+        self.idf = IDF((stems(sentence) for sentence in sentences), smoothing=1, offset=1)
 
     def overlap(self, question_stems: set[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
         """IDF-weighted share of the question's words that the sentence contains. A word found in
@@ -152,9 +146,8 @@ class ExtractiveGenerator:
         sentence it is in, divided among them."""
         if not question_stems:
             return 0.0
-        weight = lambda stem: self.idf.get(stem, self.unseen_idf)  # noqa: E731
         shared = question_stems & sentence_stems
-        return sum(weight(s) / spread.get(s, 1) for s in shared) / sum(map(weight, question_stems))
+        return sum(self.idf[s] / spread.get(s, 1) for s in shared) / self.idf.total(question_stems)
 
     def score(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
         """Every sentence of the sources, best first."""
@@ -227,10 +220,6 @@ class ExtractiveGenerator:
             )
         return self.cover(candidates, multilingual)
 
-    def weight(self, stems: set[str] | frozenset[str]) -> float:
-        """The IDF mass of these word stems (unseen words weigh most)."""
-        return sum(self.idf.get(stem, self.unseen_idf) for stem in stems)
-
     def cover(self, candidates: list[Candidate], multilingual: bool) -> list[Candidate]:
         """Sentences that together answer every part of the question: greedily, the best score
         plus `new_words` times the IDF share of the question's words no chosen sentence has yet
@@ -238,7 +227,7 @@ class ExtractiveGenerator:
         within `margin` of the best sentence's score."""
         w = self.weights
         spread = w.multilingual_spread if multilingual else 1.0
-        total = self.weight(set().union(*(c.asked for c in candidates))) or 1.0
+        total = self.idf.total(set().union(*(c.asked for c in candidates))) or 1.0
         best = candidates[0].score
         chosen: list[Candidate] = []
         covered: set[str] = set()
@@ -246,7 +235,7 @@ class ExtractiveGenerator:
         left = list(candidates)
 
         def gain(c: Candidate) -> float:
-            return c.score + (w.new_words * self.weight(c.asked - covered) / total if chosen else 0.0)
+            return c.score + (w.new_words * self.idf.total(c.asked - covered) / total if chosen else 0.0)
 
         while left and len(chosen) < w.max_sentences:
             pick = max(left, key=gain)

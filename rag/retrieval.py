@@ -15,10 +15,10 @@ import numpy as np
 
 from .config import Settings
 from .corpus import Paper, mentions
-from .embedding import is_cjk
 from .errors import QueryError
-from .evidence import Vocabulary, stems
+from .evidence import Vocabulary
 from .stores.base import Ranked, SearchIndex, SentenceRows
+from .text import is_cjk, stems
 
 
 @dataclass

@@ -120,7 +120,7 @@ PARTLY_COVERED = [
 
 @pytest.mark.parametrize("question", PARTLY_COVERED)
 def test_a_question_partly_covered_is_answered_low_naming_what_is_missing(assistant, question):
-    from rag.evidence import stems
+    from rag.text import stems
 
     answer = assistant.ask(question)
     assert (answer.confidence, answer.abstained) == ("low", False) and answer.citations, answer.text

@@ -142,7 +142,7 @@ def test_the_embedded_defaults_stay_above_the_recorded_floors_on_test(report):
 
 
 def test_every_low_answer_names_a_part_of_the_question_no_cited_abstract_contains(report, corpus):
-    from rag.evidence import stems
+    from rag.text import stems
 
     low = [r for r in report["splits"]["test2"]["records"]["hybrid"] if r["confidence"] == "low"]
     assert low, "test2 has questions only partly covered"

@@ -1,0 +1,76 @@
+"""Text helpers shared by retrieval, evidence, answer generation and citation checks: the
+script of a question, its content words and their stems, and how rare a word is (IDF).
+
+One module so that every part of the pipeline sees the same words.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+import Stemmer
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+STOPWORDS = frozenset(
+    """a an the of in on for to and or but with by from as at is are was were be been being this that these
+    those it its they their them we our us you your i he she his her which what who whom whose how why when
+    where does do did can could should would may might will shall not no than then so such into over under
+    about also more most very much many paper papers method methods approach model models propose proposed
+    using use used based show shows shown new work study""".split()
+)
+
+
+def is_cjk(text: str) -> bool:
+    """True when a question is written (mostly) in Chinese, Japanese or Korean script."""
+    letters = [c for c in text if c.isalpha()]
+    return bool(letters) and sum(bool(_CJK.match(c)) for c in letters) / len(letters) > 0.3
+
+
+def content_words(text: str) -> set[str]:
+    """The lowercased words of `text` that say what it is about: no stopwords, no single letters."""
+    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS and len(w) > 1}
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    return Stemmer.Stemmer("english")
+
+
+def stems(text: str) -> set[str]:
+    """The content words of `text`, Snowball-stemmed ("guarantees" and "guaranteed" agree)."""
+    return set(_stemmer().stemWords(list(content_words(text))))
+
+
+class IDF:
+    """Inverse document frequency of terms over a set of documents:
+    log((documents + 1) / (df + smoothing)) + offset. A term no document has weighs as df = 0,
+    the most: a word the corpus has never seen is the rarest there is.
+
+    `documents`: the terms of each document (a set each); `smoothing` and `offset` are the
+    caller's, since the weights built on top of each IDF were tuned with them.
+    """
+
+    def __init__(self, documents: Iterable[Iterable[str]], *, smoothing: float, offset: float = 0.0):
+        frequency: dict[str, int] = {}
+        count = 0
+        for terms in documents:
+            count += 1
+            for term in terms:
+                frequency[term] = frequency.get(term, 0) + 1
+        self._weights = {term: math.log((count + 1) / (df + smoothing)) + offset for term, df in frequency.items()}
+        self.unseen = math.log((count + 1) / smoothing) + offset
+
+    def __contains__(self, term: str) -> bool:
+        """Some document has the term."""
+        return term in self._weights
+
+    def __getitem__(self, term: str) -> float:
+        return self._weights.get(term, self.unseen)
+
+    def total(self, terms: Iterable[str]) -> float:
+        """The IDF mass of these terms."""
+        return sum(self[term] for term in terms)
