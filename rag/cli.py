@@ -15,6 +15,7 @@ from pathlib import Path
 from . import __version__
 from .config import Settings
 from .errors import RagError
+from .limits import MAX_K
 
 
 def _bounded(name: str, low: int, high: int):
@@ -44,7 +45,7 @@ def _choices(name: str, allowed):
     return parse
 
 
-_k = _bounded("k", 1, 50)
+_k = _bounded("k", 1, MAX_K)
 _port = _bounded("port", 1, 65535)
 
 
@@ -273,13 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = sub.add_parser("search", parents=[where], help="the papers that best match a query")
     search.add_argument("query")
-    search.add_argument("-k", type=_k, default=None, help="number of papers (1-50)")
+    search.add_argument("-k", type=_k, default=None, help=f"number of papers (1-{MAX_K})")
     search.add_argument("--json", action="store_true", help="print the /search JSON")
     search.set_defaults(run=cmd_search)
 
     ask = sub.add_parser("ask", parents=[where], help="answer a question with citations")
     ask.add_argument("question")
-    ask.add_argument("-k", type=_k, default=None, help="papers to retrieve (1-50)")
+    ask.add_argument("-k", type=_k, default=None, help=f"papers to retrieve (1-{MAX_K})")
     ask.add_argument(
         "--history",
         action="append",

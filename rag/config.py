@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .limits import MAX_K
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -248,7 +250,7 @@ class Settings(BaseSettings):
     hnsw_ef_search: int = Field(128, ge=8, le=4096, description="HNSW search breadth (recall 0.99 at 1M in bench).")
 
     # retrieval
-    k: int = Field(5, ge=1, le=50)
+    k: int = Field(5, ge=1, le=MAX_K)
     candidates: int = Field(30, ge=5, le=500, description="Chunks each retriever returns before fusion.")
     retrieval_mode: Literal["hybrid", "dense", "bm25"] = Field(
         "hybrid", description="hybrid: dense + BM25 (+ multilingual for CJK); dense or bm25 alone are baselines."

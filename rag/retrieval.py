@@ -17,6 +17,7 @@ from .config import Settings
 from .corpus import Paper, mentions
 from .errors import QueryError
 from .evidence import Vocabulary
+from .limits import MAX_K
 from .stores.base import Ranked, SearchIndex, SentenceRows
 from .text import is_cjk, stems
 
@@ -74,8 +75,8 @@ class Retriever:
         if not query:
             raise QueryError("the query is empty")
         k = self.settings.k if k is None else k
-        if not 1 <= k <= 50:
-            raise QueryError("k must be between 1 and 50")
+        if not 1 <= k <= MAX_K:
+            raise QueryError(f"k must be between 1 and {MAX_K}")
 
         mode = self.settings.retrieval_mode
         multilingual = mode == "hybrid" and self.index.multilingual_embedder is not None and is_cjk(query)

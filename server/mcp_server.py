@@ -21,10 +21,18 @@ from pydantic import Field
 
 from rag.assistant import Assistant
 from rag.errors import RagError
+from rag.limits import MAX_K, MAX_QUESTION_CHARS
 
 from .errors import error_response
 
-Query = Annotated[str, Field(min_length=1, max_length=2000, description="Natural-language text, 1-2,000 characters.")]
+Query = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        description=f"Natural-language text, 1-{MAX_QUESTION_CHARS:,} characters.",
+    ),
+]
 
 
 def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
@@ -44,7 +52,7 @@ def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
             raise ToolError(f"{exc.code}: {exc}") from exc
 
     @server.tool()
-    async def search_papers(query: Query, k: Annotated[int, Field(ge=1, le=50)] = 5) -> dict[str, Any]:
+    async def search_papers(query: Query, k: Annotated[int, Field(ge=1, le=MAX_K)] = 5) -> dict[str, Any]:
         """The k papers that best match the query, best first, each with its best-matching sentence."""
         result = await call(lambda ready: ready.retriever.search(query, k))
         return {"results": [hit.to_dict() for hit in result.hits]}

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.assistant import Answer
+from rag.limits import MAX_HISTORY_TURNS, MAX_QUESTION_CHARS, MAX_TURN_CHARS
 
 from .schemas import unicode_text
 
@@ -41,10 +42,6 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
     include_usage: bool = False
-
-
-MAX_QUESTION = 2000
-MAX_TURN = 20000
 
 
 class ChatCompletionRequest(BaseModel):
@@ -75,9 +72,9 @@ class ChatCompletionRequest(BaseModel):
         if (
             messages[-1].role == "user"
             and task_keys(messages[-1].text()) is None
-            and len(messages[-1].text().strip()) > MAX_QUESTION
+            and len(messages[-1].text().strip()) > MAX_QUESTION_CHARS
         ):
-            raise ValueError(f"the last user message must be at most {MAX_QUESTION} characters")
+            raise ValueError(f"the last user message must be at most {MAX_QUESTION_CHARS} characters")
         return messages
 
     @property
@@ -94,12 +91,12 @@ class ChatCompletionRequest(BaseModel):
         return max(i for i, m in enumerate(self.messages) if m.role == "user" and m.text().strip())
 
     def question(self) -> str:
-        return self.messages[self._last_user()].text().strip()[:MAX_QUESTION]
+        return self.messages[self._last_user()].text().strip()[:MAX_QUESTION_CHARS]
 
-    def history(self, turns: int = 20) -> list[dict]:
+    def history(self, turns: int = MAX_HISTORY_TURNS) -> list[dict]:
         last_user = self._last_user()
         kept = [
-            {"role": m.role, "content": m.text()[:MAX_TURN]}
+            {"role": m.role, "content": m.text()[:MAX_TURN_CHARS]}
             for m in self.messages[:last_user]
             if m.role in ("user", "assistant") and m.text().strip()
         ]

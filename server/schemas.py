@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from rag.limits import MAX_HISTORY_TURNS, MAX_K, MAX_QUESTION_CHARS, MAX_TURN_CHARS
+
 
 def unicode_text(value: str) -> str:
     """JSON's "\\ud800" escapes decode to lone surrogates, which are not text: refuse them."""
@@ -20,20 +22,20 @@ def _trimmed(value: str) -> str:
     value = unicode_text(value).strip()
     if not value:
         raise ValueError("must not be empty")
-    if len(value) > 2000:
-        raise ValueError("must be at most 2000 characters")
+    if len(value) > MAX_QUESTION_CHARS:
+        raise ValueError(f"must be at most {MAX_QUESTION_CHARS} characters")
     return value
 
 
 Question = Annotated[str, AfterValidator(_trimmed)]
-"""1 to 2,000 characters after trimming."""
+"""1 to MAX_QUESTION_CHARS characters after trimming."""
 
 
 class SearchRequest(BaseModel):
     query: Question = Field(
         ..., description="What to look for.", examples=["rotary embeddings for vision transformers"]
     )
-    k: int = Field(5, ge=1, le=50, description="Number of papers to return.")
+    k: int = Field(5, ge=1, le=MAX_K, description="Number of papers to return.")
 
 
 class SearchResult(BaseModel):
@@ -76,13 +78,15 @@ class Liveness(BaseModel):
 
 class Turn(BaseModel):
     role: str = Field(..., pattern="^(user|assistant)$")
-    content: str = Field(..., max_length=20000)
+    content: str = Field(..., max_length=MAX_TURN_CHARS)
 
 
 class AskRequest(BaseModel):
     question: Question = Field(..., examples=["What speedup does Jacobi Forcing report?"])
-    history: list[Turn] = Field(default_factory=list, max_length=20, description="Earlier turns, oldest first.")
-    k: int = Field(5, ge=1, le=50)
+    history: list[Turn] = Field(
+        default_factory=list, max_length=MAX_HISTORY_TURNS, description="Earlier turns, oldest first."
+    )
+    k: int = Field(5, ge=1, le=MAX_K)
     stream: bool = Field(False, description="Answer as a text/event-stream of token, citations, done events.")
 
 

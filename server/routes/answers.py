@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from rag.config import Settings
 from rag.embedding import tokenizer_of
+from rag.limits import MAX_QUESTION_CHARS
 
 from .. import openai_compat
 from ..dependencies import assistant, authorised, settings
@@ -49,7 +50,7 @@ def _task_reply(ready, body: openai_compat.ChatCompletionRequest) -> str:
         turn["content"] for turn in body.history() if turn["role"] == "user"
     ]
     # The papers the conversation is about: its questions together, the latest kept when long.
-    about = " ".join(questions)[-openai_compat.MAX_QUESTION :]
+    about = " ".join(questions)[-MAX_QUESTION_CHARS:]
     papers = [hit.paper.name for hit in ready.retriever.search(about, 3).hits] if about.strip() else []
     return json.dumps(openai_compat.task_reply(body.task, questions, papers), ensure_ascii=False)
 
