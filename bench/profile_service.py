@@ -132,7 +132,7 @@ def profile_cold_start(env: dict, out: Path) -> float:
             "--",
             sys.executable,
             "-m",
-            "rag.cli",
+            "server.cli",
             "serve",
             "--port",
             str(port),
@@ -209,7 +209,7 @@ def main() -> None:
     try:
         if args.index_dir is None:
             subprocess.run(
-                [sys.executable, "-m", "rag.cli", "index"],
+                [sys.executable, "-m", "server.cli", "index"],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 check=True,

@@ -54,7 +54,7 @@ class Workspace:
         """Run `rag ARGS`; its wall time in seconds."""
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "rag.cli", *args],
+            [sys.executable, "-m", "server.cli", *args],
             cwd=ROOT,
             env=self.env,
             check=True,
@@ -65,7 +65,7 @@ class Workspace:
 
     def killed_add(self, path: Path, stage: str) -> None:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rag.cli", "add", str(path)],
+            [sys.executable, "-m", "server.cli", "add", str(path)],
             cwd=ROOT,
             env={**self.env, "RAG_PAUSE_AT": stage},
             stdout=subprocess.DEVNULL,

@@ -233,7 +233,7 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
     def rebuild() -> float:
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "rag.cli", "index", "--quiet"],
+            [sys.executable, "-m", "server.cli", "index", "--quiet"],
             cwd=ROOT,
             check=True,
             stdout=subprocess.DEVNULL,
@@ -263,7 +263,7 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
 RAY_RUN = """
 set -e
 ip link set lo up
-rag() {{ "{python}" -m rag.cli "$@"; }}
+rag() {{ "{python}" -m server.cli "$@"; }}
 RAG_INDEX_DIR={work}/single rag index --quiet
 RAG_INDEX_DIR={work}/ray1 rag index --quiet --ray --ray-workers 1
 RAG_INDEX_DIR={work}/ray2 rag index --quiet --ray --ray-workers 2
@@ -412,7 +412,7 @@ def evaluation(work: Path, milvus: MilvusServer) -> dict:
                 [
                     sys.executable,
                     "-m",
-                    "rag.cli",
+                    "server.cli",
                     "eval",
                     "--split",
                     "dev,test",

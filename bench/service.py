@@ -76,7 +76,7 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port), "--workers", str(workers)],
+            [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port), "--workers", str(workers)],
             cwd=ROOT,
             env={**os.environ, **env},
             stdout=subprocess.DEVNULL,

@@ -63,7 +63,7 @@ def env_of(workspace: Path, **extra) -> dict:
 
 def rag(workspace: Path, *args, **extra) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rag.cli", *args],
+        [sys.executable, "-m", "server.cli", *args],
         cwd=ROOT,
         env=env_of(workspace, **extra),
         capture_output=True,
@@ -96,7 +96,7 @@ def assert_consistent(workspace: Path, papers: int) -> None:
 def test_rag_add_killed_at_each_stage(workspace, stage):
     before = len(load_corpus(workspace / "seeds"))
     add = subprocess.Popen(
-        [sys.executable, "-m", "rag.cli", "add", str(NEW_FILE)],
+        [sys.executable, "-m", "server.cli", "add", str(NEW_FILE)],
         cwd=ROOT,
         env=env_of(workspace, RAG_PAUSE_AT=stage),
         stdout=subprocess.DEVNULL,

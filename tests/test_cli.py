@@ -12,7 +12,7 @@ from .conftest import ROOT, SEEDS
 
 def rag(*args, env=None, timeout=300):
     return subprocess.run(
-        [sys.executable, "-m", "rag.cli", *args],
+        [sys.executable, "-m", "server.cli", *args],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -62,12 +62,12 @@ def test_index_builds_with_a_summary_line(tmp_path):
     assert "indexed 19 papers" in out.stdout and " chunks in " in out.stdout
 
 
-def test_python_m_rag_is_the_rag_command_and_knows_its_version():
+def test_python_m_server_is_the_rag_command_and_knows_its_version():
     import rag as package
 
-    out = subprocess.run([sys.executable, "-m", "rag", "--version"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "server", "--version"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == f"rag {package.__version__}"
-    helped = subprocess.run([sys.executable, "-m", "rag", "--help"], cwd=ROOT, capture_output=True, text=True)
+    helped = subprocess.run([sys.executable, "-m", "server", "--help"], cwd=ROOT, capture_output=True, text=True)
     assert helped.returncode == 0 and "eval" in helped.stdout and "usage: rag" in helped.stdout
 
 

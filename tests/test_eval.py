@@ -186,7 +186,7 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
         [
             sys.executable,
             "-m",
-            "rag.cli",
+            "server.cli",
             "eval",
             "--questions",
             str(small),
@@ -208,7 +208,7 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
     gated = run("--check", str(impossible))
     assert gated.returncode == 1 and "below its floor" in gated.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "rag.cli", "eval", "--systems", "bm25,nope"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "server.cli", "eval", "--systems", "bm25,nope"], cwd=ROOT, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "usage: rag eval" in bad.stderr
 

@@ -320,7 +320,7 @@ def test_health_is_503_while_loading_and_when_there_is_no_index(tmp_path, index_
 
 
 def test_rag_serve_runs_several_workers(tmp_path, index_dir):
-    command = [sys.executable, "-m", "rag.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "2"]
+    command = [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "2"]
     served = Server(index_env(index_dir), tmp_path / "workers.log", args=command)
     try:
         with httpx.Client(base_url=served.url, timeout=60) as client:

@@ -86,7 +86,7 @@ def test_a_killed_build_leaves_the_previous_index_loadable(tmp_path, small_seeds
         "RAG_SEEDS_DIR": str(SEEDS),
         "RAG_MULTILINGUAL": "false",
     }
-    proc = subprocess.Popen([sys.executable, "-m", "rag.cli", "index", "-q"], cwd=ROOT, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "index", "-q"], cwd=ROOT, env=env)
     deadline = time.monotonic() + 120
     while not list((settings.index_dir / "builds").glob(".tmp-*")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -117,7 +117,7 @@ def rag_index(settings, limit_bytes: int | None = None) -> subprocess.CompletedP
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
     return subprocess.run(
-        [sys.executable, "-m", "rag.cli", "index", "-q"],
+        [sys.executable, "-m", "server.cli", "index", "-q"],
         cwd=ROOT,
         capture_output=True,
         env={**os.environ, **env_for(settings)},

@@ -38,7 +38,7 @@ def test_rag_add_adds_new_papers_once_and_keeps_the_seeds_in_step(tmp_path, smal
 
     def rag(*args):
         return subprocess.run(
-            [sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+            [sys.executable, "-m", "server.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
 
     first = rag("add", str(NEW_FILE))
@@ -140,7 +140,7 @@ def test_a_rebuild_and_an_add_at_once_lose_no_paper(tmp_path, small_seeds):
 
     def start(*args):
         return subprocess.Popen(
-            [sys.executable, "-m", "rag.cli", *args],
+            [sys.executable, "-m", "server.cli", *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

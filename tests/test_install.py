@@ -46,7 +46,13 @@ def test_a_wheel_installed_outside_the_checkout_indexes_and_answers(tmp_path):
     built = run(rag, "index", "-q", "--seeds", corpus, cwd=work, env=env)
     assert (work / "index" / "current" / "manifest.json").is_file(), built.stdout
     answer = run(
-        python, "-m", "rag", "ask", "What does Spiral RoPE change?", cwd=work, env={**env, "RAG_SEEDS_DIR": str(corpus)}
+        python,
+        "-m",
+        "server.cli",
+        "ask",
+        "What does Spiral RoPE change?",
+        cwd=work,
+        env={**env, "RAG_SEEDS_DIR": str(corpus)},
     )
     assert "Spiral RoPE" in answer.stdout and "[1]" in answer.stdout
     assert version.startswith("rag ")

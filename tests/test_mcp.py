@@ -73,7 +73,10 @@ async def exercise(session: ClientSession) -> None:
 
 def test_rag_mcp_over_stdio(index_dir):
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "rag", "mcp"], cwd=str(ROOT), env={**os.environ, **index_env(index_dir)}
+        command=sys.executable,
+        args=["-m", "server.cli", "mcp"],
+        cwd=str(ROOT),
+        env={**os.environ, **index_env(index_dir)},
     )
 
     async def run():

@@ -67,7 +67,7 @@ def milvus_env(milvus: MilvusServer, seeds: Path, replica_dir: Path, **extra) ->
 
 def rag(env: dict, *args) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rag.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "server.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
 
 
@@ -80,7 +80,7 @@ def built(milvus, seeds, replica_dir) -> dict:
     return env
 
 
-RAG_SERVE = [sys.executable, "-m", "rag.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"]
+RAG_SERVE = [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"]
 
 
 @pytest.fixture(scope="module")

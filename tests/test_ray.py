@@ -41,8 +41,8 @@ node --head --port 6390 --include-dashboard=false
 node --address 127.0.0.1:6390
 python -c 'import ray; ray.init(address="127.0.0.1:6390", logging_level="ERROR"); \
 print("nodes:", sum(n["Alive"] for n in ray.nodes()), {n["NodeManagerAddress"] for n in ray.nodes()})'
-python -m rag.cli index --ray 127.0.0.1:6390 --ray-workers 2 --quiet
-RAG_VECTOR_STORE=milvus python -m rag.cli index --ray 127.0.0.1:6390 --ray-workers 2 --quiet
+python -m server.cli index --ray 127.0.0.1:6390 --ray-workers 2 --quiet
+RAG_VECTOR_STORE=milvus python -m server.cli index --ray 127.0.0.1:6390 --ray-workers 2 --quiet
 ray stop > /dev/null 2>&1
 if pgrep -x raylet > /dev/null || pgrep -x gcs_server > /dev/null; then echo "ray still running"
 else echo "both nodes stopped"; fi

@@ -1,4 +1,4 @@
-"""`python -m rag`: the same command as `rag`."""
+"""`python -m server`: the same command as `rag`."""
 
 import sys
 

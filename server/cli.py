@@ -1,6 +1,7 @@
 """The `rag` command: a thin layer that parses arguments, calls the library, prints results.
 
-Heavy imports (torch, LlamaIndex) happen inside the commands so `rag --help` stays instant.
+It lives beside the HTTP service and MCP, which it starts, so that `rag/` stays the library
+alone. Heavy imports (torch, LlamaIndex) happen inside the commands so `rag --help` stays instant.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
-from .config import Settings
-from .errors import RagError
-from .limits import MAX_K
+from rag import __version__
+from rag.config import Settings
+from rag.errors import RagError
+from rag.limits import MAX_K
 
 
 def _bounded(name: str, low: int, high: int):
@@ -50,11 +51,11 @@ _port = _bounded("port", 1, 65535)
 
 
 def cmd_index(args, settings: Settings) -> int:
-    from .stores import index_seeds
+    from rag.stores import index_seeds
 
     remote = None
     if args.ray is not None:
-        from .ray_embedding import RayEmbedding
+        from rag.ray_embedding import RayEmbedding
 
         remote = RayEmbedding(address=args.ray or None, workers=args.ray_workers)
     report = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed, remote=remote)
@@ -77,7 +78,7 @@ def cmd_index(args, settings: Settings) -> int:
 
 def _open_index(settings: Settings):
     """The last good build, with a note on stderr when the seed folder has moved on since."""
-    from .stores import open_index, seeds_changed
+    from rag.stores import open_index, seeds_changed
 
     loaded = open_index(settings)
     if seeds_changed(settings, loaded):
@@ -90,7 +91,7 @@ def _open_index(settings: Settings):
 
 
 def _retriever(settings: Settings):
-    from .retrieval import Retriever
+    from rag.retrieval import Retriever
 
     return Retriever(_open_index(settings), settings)
 
@@ -109,7 +110,7 @@ def cmd_search(args, settings: Settings) -> int:
 
 
 def cmd_ask(args, settings: Settings) -> int:
-    from .assistant import Answer, Assistant
+    from rag.assistant import Answer, Assistant
 
     history = []
     for turn in args.history or []:
@@ -137,8 +138,8 @@ def cmd_ask(args, settings: Settings) -> int:
 
 
 def cmd_add(args, settings: Settings) -> int:
-    from .corpus import read_seed_file
-    from .stores import add_seed_texts
+    from rag.corpus import read_seed_file
+    from rag.stores import add_seed_texts
 
     items = []
     for path in args.files:
@@ -162,9 +163,9 @@ def cmd_eval(args, settings: Settings) -> int:
         import matplotlib  # noqa: F401
     except ImportError:
         raise RagError("rag eval draws its plot with matplotlib: pip install 'icml-rag[eval]'") from None
-    from .corpus import load_corpus
-    from .evaluation import HEADLINE, LOO_SPLIT, SPLITS, evaluate, leave_one_out, load_questions
-    from .evaluation_report import below_floors, columns, write_report
+    from rag.corpus import load_corpus
+    from rag.evaluation import HEADLINE, LOO_SPLIT, SPLITS, evaluate, leave_one_out, load_questions
+    from rag.evaluation_report import below_floors, columns, write_report
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})
@@ -220,9 +221,9 @@ def cmd_serve(args, settings: Settings) -> int:
 def cmd_mcp(args, settings: Settings) -> int:
     import logging
 
-    from server.mcp_server import build_mcp
+    from rag.assistant import Assistant
 
-    from .assistant import Assistant
+    from .mcp_server import build_mcp
 
     # stdout carries the protocol: the note about the seed folder and any log go to stderr.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -295,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add.set_defaults(run=cmd_add)
 
-    from .evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
+    from rag.evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
     evaluate = sub.add_parser(
         "eval", parents=[where], help="measure answer quality on the gold questions (dev, test, test2)"
