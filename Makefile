@@ -51,10 +51,11 @@ test: $(VENV)/.installed-test browser
 test-fast: $(VENV)/.installed-test
 	$(PYTEST) -m "not browser and not ray and not llama_cpp"
 
-# Style and lint gate (ruff, configured in pyproject.toml): .ci/run runs it before the tests.
+# Style, lint and types (ruff and mypy, configured in pyproject.toml): .ci/run runs it before the tests.
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Every benchmark, a few minutes; FAISS at 1M vectors on demand: make bench SIZES=10000,100000,1000000
 SIZES ?= 10000,100000

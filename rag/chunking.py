@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
@@ -40,7 +41,8 @@ def chunk_papers(
     nodes: list[TextNode] = []
     for paper in papers:
         doc = Document(text=paper.text, doc_id=paper.paper_id, metadata={"paper_id": paper.paper_id})
-        for i, node in enumerate(splitter.get_nodes_from_documents([doc])):
+        # A SentenceSplitter makes TextNodes (its signature says BaseNode).
+        for i, node in enumerate(cast(list[TextNode], splitter.get_nodes_from_documents([doc]))):
             node.id_ = f"{paper.paper_id}-{i}"
             start = node.start_char_idx if node.start_char_idx is not None else paper.text.find(node.text)
             node.metadata = {"paper_id": paper.paper_id, "span": [start, start + len(node.text)]}

@@ -134,7 +134,7 @@ class EvidenceSettings(BaseModel):
     def _over_defaults(cls, value, info: ValidationInfo):
         """RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=0.2 changes one number and keeps the others."""
         if isinstance(value, dict):
-            return {**cls.model_fields[info.field_name].default.model_dump(), **value}
+            return {**cls.model_fields[str(info.field_name)].default.model_dump(), **value}
         return value
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from .config import EvidenceSettings
@@ -132,7 +133,7 @@ class Vocabulary:
         wanted = stems(word)
         return any(wanted <= self.paper_stems.get(pid, set()) for pid in paper_ids) if wanted else True
 
-    def missing(self, question: str, paper_ids: list[str], naming: set[str] = frozenset()) -> Missing | None:
+    def missing(self, question: str, paper_ids: list[str], naming: AbstractSet[str] = frozenset()) -> Missing | None:
         """What of the question none of the papers contains: its heaviest run of missing words
         (IDF-weighted; measured on dev, it separates better than all missing words together).
         A single missing word is named with the word after it in its phrase ("image" of "image

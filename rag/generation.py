@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from . import prompts
 from .citations import MARKER
@@ -132,7 +132,7 @@ class ExtractiveGenerator:
 
     name = "extractive"
 
-    def __init__(self, sentences: list[str] = (), weights: ExtractiveWeights | None = None):
+    def __init__(self, sentences: Sequence[str] = (), weights: ExtractiveWeights | None = None):
         """`sentences`: the corpus's sentences, to weight question words by rarity (IDF), so that
         "GRPO" or "RMSE" in a question counts for more than "method"."""
         self.weights = weights or ExtractiveWeights()
@@ -306,7 +306,7 @@ def excerpt(hit: Hit, keep: int) -> str:
     scores = hit.sentence_scores
     if not keep or len(scores) <= keep:
         return hit.paper.text
-    best = set(sorted(scores, key=scores.get, reverse=True)[:keep])
+    best = set(sorted(scores, key=lambda sentence: scores[sentence], reverse=True)[:keep])
     return " ".join(sentence for sentence in scores if sentence in best)
 
 
@@ -438,7 +438,7 @@ class LLMGenerator:
         import openai
 
         produced = ""
-        extra = {"response_format": response_format} if response_format else {}
+        extra: dict[str, Any] = {"response_format": response_format} if response_format else {}
         try:
             # `with` closes the connection when the caller stops early (a client that left).
             with self.client.chat.completions.create(

@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class _Encoders:
         from .embedding import document_embedder, load_embedder, load_multilingual_embedder
 
         os.environ["OMP_NUM_THREADS"] = "1"
-        self.english = None
+        self.english: Any = None  # a LlamaIndex embedding
         if onnx is not None:
             path = Path(tempfile.mkdtemp()) / "encoder.onnx"
             path.write_bytes(onnx)
@@ -84,7 +85,7 @@ class RayEmbedding:
                     include_dashboard=False,
                     log_to_driver=False,
                     logging_level=logging.WARNING,
-                    **({} if self.address else {"num_cpus": os.cpu_count()}),
+                    num_cpus=None if self.address else os.cpu_count(),
                 )
             workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 2)) // 2)
             nodes = sum(node["Alive"] for node in ray.nodes())

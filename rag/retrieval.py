@@ -79,11 +79,12 @@ class Retriever:
             raise QueryError(f"k must be between 1 and {MAX_K}")
 
         mode = self.settings.retrieval_mode
-        multilingual = mode == "hybrid" and self.index.multilingual_embedder is not None and is_cjk(query)
+        multilingual_embedder = self.index.multilingual_embedder if mode == "hybrid" and is_cjk(query) else None
+        multilingual = multilingual_embedder is not None
         candidates = self.settings.candidates
         dense: dict[str, tuple[int, float]] = {}
-        if multilingual:
-            embedding = self.index.multilingual_embedder.get_query_embedding(query)
+        if multilingual_embedder is not None:
+            embedding = multilingual_embedder.get_query_embedding(query)
             dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, True), self.papers)
             rankings = [(self.settings.dense_weight, dense)]
         else:

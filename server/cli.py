@@ -119,7 +119,6 @@ def cmd_ask(args, settings: Settings) -> int:
             raise RagError(f"--history takes ROLE:TEXT with ROLE user or assistant, got {turn!r}")
         history.append({"role": role, "content": content.strip()})
     assistant = Assistant(_open_index(settings), settings)
-    answer = None
     for piece in assistant.stream(args.question, history, args.k):
         if isinstance(piece, Answer):
             answer = piece

@@ -12,7 +12,7 @@ import re
 import time
 import uuid
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -158,7 +158,7 @@ def sources_text(answer: Answer) -> str:
     return "\n\nSources:\n" + "\n".join(lines)
 
 
-def annotations(answer: Answer, content: str, page_url: str) -> list[dict]:
+def url_citations(answer: Answer, content: str, page_url: str) -> list[dict]:
     """OpenAI-style `url_citation` annotations, which chat UIs turn into source chips: for each
     citation, the answer sentence that carries its first marker and a link that opens the
     paper on the service's page."""
@@ -192,7 +192,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
 
 
 def completion(content: str, model: str, tokens: dict, notes: list[dict] | None = None, **extra) -> dict:
-    message = {"role": "assistant", "content": content}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if notes:
         message["annotations"] = notes
     return {
@@ -210,7 +210,7 @@ def answer_completion(answer: Answer, page_url: str) -> tuple[str, dict]:
     """(the content, the extra fields) of a completion that carries an answer."""
     content = answer.text + sources_text(answer)
     return content, {
-        "notes": annotations(answer, content, page_url),
+        "notes": url_citations(answer, content, page_url),
         "citations": [c.to_dict() for c in answer.citations],
         "abstained": answer.abstained,
         "confidence": answer.confidence,
@@ -257,7 +257,7 @@ class ChunkWriter:
             # An abstention or an LLM answer replaced by the extractive fallback: send the final text.
             tail = "\n\n" + answer.text + tail
         out = self.text(tail) if tail else ""
-        notes = annotations(answer, self.content, page_url)
+        notes = url_citations(answer, self.content, page_url)
         return out + self.chunk(
             {"annotations": notes} if notes else {},
             "stop",

@@ -52,7 +52,7 @@ def _task_reply(ready, body: openai_compat.ChatCompletionRequest) -> str:
     # The papers the conversation is about: its questions together, the latest kept when long.
     about = " ".join(questions)[-MAX_QUESTION_CHARS:]
     papers = [hit.paper.name for hit in ready.retriever.search(about, 3).hits] if about.strip() else []
-    return json.dumps(openai_compat.task_reply(body.task, questions, papers), ensure_ascii=False)
+    return json.dumps(openai_compat.task_reply(body.task or [], questions, papers), ensure_ascii=False)
 
 
 @router.post("/v1/chat/completions", responses={**STREAMED, **errors(400, 413, 422, 429, 502, 503, 504)})
