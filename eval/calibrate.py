@@ -32,8 +32,8 @@ from rag.assistant import Assistant  # noqa: E402
 from rag.config import Settings, SeveralWeights  # noqa: E402
 from rag.evaluation import SPLITS, leave_one_out, load_questions  # noqa: E402
 from rag.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E402
-from rag.generation import asks_for_several  # noqa: E402
 from rag.stores import load_index  # noqa: E402
+from rag.text import asks_for_several  # noqa: E402
 
 FALSE_ABSTENTION = 0.03  # the ceiling on abstaining on an answerable question
 OFF_CORPUS_HIGH = 0.05  # the ceiling on answering a written off-corpus question with high confidence

@@ -21,10 +21,11 @@ from .config import EvidenceWeights, Settings
 from .corpus import mentions
 from .errors import GeneratorError, QueryError
 from .evidence import Evidence, EvidenceModel, Missing, name_like
-from .generation import ExtractiveGenerator, Generator, asks_for_several, make_generator
+from .extractive import ExtractiveGenerator
+from .generation import Generator, make_generator
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
-from .text import content_words, is_cjk, stems
+from .text import asks_for_several, content_words, is_cjk, stems
 
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"

@@ -140,7 +140,7 @@ class EvidenceSettings(BaseModel):
 
 class ExtractiveWeights(BaseModel):
     """How the extractive generator scores a sentence of a retrieved abstract as an answer
-    (rag/generation.py). Chosen on the dev split (`rag eval --split dev`); env
+    (rag/extractive.py). Chosen on the dev split (`rag eval --split dev`); env
     RAG_EXTRACTIVE__<NAME>."""
 
     cosine: float = Field(0.5, ge=0, description="Per unit of question-sentence cosine: what the sentence is about.")

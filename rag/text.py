@@ -74,3 +74,16 @@ class IDF:
     def total(self, terms: Iterable[str]) -> float:
         """The IDF mass of these terms."""
         return sum(self[term] for term in terms)
+
+
+# "Which papers...?", "Are there other works on...?", 哪些论文: every paper that answers is cited.
+# Not the verbs ("which paper studies X", "why it works") nor 哪些 of other things (哪些任务: tasks).
+_SEVERAL = re.compile(
+    r"\bpapers\b|\b(?:which|what|any|other|several|there)\s+(?:(?!paper\b|method\b|model\b)\w+\s+){0,2}?(?:works|studies)\b"
+    r"|哪些[^，。？?]{0,6}?(?:论文|文章|工作|研究)",
+    re.I,
+)
+
+
+def asks_for_several(question: str) -> bool:
+    return bool(_SEVERAL.search(question))

@@ -162,7 +162,7 @@ def test_one_fact_answers_lead_with_the_fact(assistant):
     ],
 )
 def test_a_question_asks_for_several_papers_only_when_it_says_papers(question, several):
-    from rag.generation import asks_for_several
+    from rag.text import asks_for_several
 
     assert asks_for_several(question) is several
 

@@ -12,7 +12,7 @@ from rag import prompts
 from rag.assistant import Answer, Assistant
 from rag.citations import MARKER
 from rag.errors import GeneratorError
-from rag.generation import LLMGenerator
+from rag.llm import LLMGenerator
 
 from .conftest import ScriptedLLM
 

@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from eval.llm import SMOLLM2_SOURCE_SENTENCES, smollm2_server
-from rag import generation, prompts
+from rag import llm, prompts
 from rag.assistant import Answer, Assistant
 from rag.citations import MARKER
 from rag.errors import GeneratorError, GeneratorTimeout
-from rag.generation import LLMGenerator, repeats_instructions
+from rag.llm import LLMGenerator, repeats_instructions
 
 from .conftest import Server, free_port, index_env
 
@@ -78,7 +78,7 @@ def test_llm_answers_pass_the_citation_checks(llama_server, settings, loaded_ind
         print(f"\nSmolLM2-135M answers: {outcomes}")
     # Structured output (llama.cpp's json_object with a schema, found by trying): the model's own
     # answers pass the checks; in free text this model rarely wrote a marker and fell back.
-    assert generation._ACCEPTED_FORMAT[llama_server] == "json_object"
+    assert llm._ACCEPTED_FORMAT[llama_server] == "json_object"
     assert set(outcomes.values()) == {"llm"}, outcomes
 
 
@@ -366,7 +366,7 @@ def test_a_structured_sentence_is_one_sentence_and_sources_are_excerpted(retriev
     """The schema's text pattern closes a "text" at its first sentence end (a decimal goes on), and
     keeps out quotes, brackets (a "[n]" of the model's own) and markup; each source the LLM reads
     is its sentences closest to the question, in the abstract's order."""
-    one = re.compile(generation.ONE_SENTENCE)
+    one = re.compile(llm.ONE_SENTENCE)
     assert one.match("Jacobi Forcing reaches a 3.8x speedup.") and one.match("它是一个医学音频数据集。")
     for text in (
         "One claim. Another claim.",
@@ -379,7 +379,7 @@ def test_a_structured_sentence_is_one_sentence_and_sources_are_excerpted(retriev
         assert not one.match(text), text
     hit = retriever.search("What speedup does Jacobi Forcing report?", 3).hits[0]
     order = list(hit.sentence_scores)
-    kept = [s for s in order if s in generation.excerpt(hit, 2)]
+    kept = [s for s in order if s in llm.excerpt(hit, 2)]
     assert len(kept) == 2 and set(kept) == set(sorted(order, key=hit.sentence_scores.get)[-2:])
-    assert generation.excerpt(hit, 0) == hit.paper.text
-    assert generation.excerpt(hit, 2) == " ".join(kept)
+    assert llm.excerpt(hit, 0) == hit.paper.text
+    assert llm.excerpt(hit, 2) == " ".join(kept)

@@ -1,0 +1,245 @@
+"""The extractive generator: answers from the retrieved abstracts' own sentences, chosen to
+cover what the question asks, with no model and in milliseconds."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .citations import MARKER
+from .config import ExtractiveWeights
+from .corpus import mentions
+from .retrieval import Hit
+from .text import IDF, asks_for_several, is_cjk, stems
+
+_WHICH = re.compile(
+    r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
+)
+_HOW_MUCH = re.compile(
+    r"\bhow (much|many|fast|large|big|long|often)\b"
+    r"|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
+    re.I,
+)
+_NUMBER = re.compile(r"\d")
+# "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
+# reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
+_WHERE_TESTED = re.compile(
+    r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|environments?|tasks?|domains?|settings?|games?)\b"
+    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b",
+    re.I,
+)
+_EXPERIMENTS = re.compile(
+    r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I
+)
+# "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
+_DEFINITION = re.compile(
+    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
+)
+_CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
+_CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
+_BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
+_LEAD_IN = re.compile(
+    r"^(?:(?:to (?:address|tackle|overcome|bridge|close|mitigate|solve)[^,]{0,60}|in this (?:work|paper)|here|"
+    r"specifically|moreover|furthermore|additionally|finally|however|therefore|thus|in particular|"
+    r"based on (?:this|these)[^,]{0,40}|building on[^,]{0,60}|motivated by[^,]{0,60}|leveraging[^,]{0,60}|"
+    r"crucially|empirically|theoretically|consequently|to this end|as a result|instead),\s*)+",
+    re.I,
+)
+
+
+def counts(question_stems: set[str], sentence: str) -> bool:
+    """A number right before a word of the question: "18 challenging datasets" for "how many datasets"."""
+    for match in re.finditer(r"\d[\d,.]*\s+((?:[^\W\d]+\s+){0,2}[^\W\d]+)", sentence):
+        if stems(match.group(1)) & question_stems:
+            return True
+    return False
+
+
+def introduces(sentence: str, name: str) -> bool:
+    """The sentence that presents a paper's method: "we propose X", "X, a ...", "X is a ..."."""
+    if not mentions(sentence, name):
+        return False
+    named = re.escape(name)
+    return (
+        bool(_CONTRIBUTION.search(sentence))
+        or re.search(rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence)
+        is not None
+    )
+
+
+def third_person(sentence: str) -> str:
+    """Drop a connective opening and say "the authors" for "we", so a sentence reads as an answer."""
+    text = _LEAD_IN.sub("", sentence.replace("**", "")).strip()
+    text = re.sub(r"\bwe\b", "the authors", text)
+    text = re.sub(r"\bWe\b", "The authors", text)
+    text = re.sub(r"\bour\b", "their", text)
+    text = re.sub(r"\bOur\b", "Their", text)
+    text = re.sub(r"\bus\b", "them", text)
+    return text[:1].upper() + text[1:]
+
+
+@dataclass
+class Candidate:
+    """A sentence of a source abstract, scored as an answer to the question."""
+
+    source: int  # the source's number in the answer, from 1
+    sentence: str
+    score: float
+    asked: frozenset[str] = frozenset()  # the question's words (stems) this sentence contains
+
+
+class ExtractiveGenerator:
+    """Picks the sentences of the retrieved abstracts that best answer the question.
+
+    The Assistant hands over only the papers with enough evidence; a sentence's score is its
+    cosine with the question, plus the rare question words it shares, plus what the question
+    asks for (a number, a definition, code), as weighted in `ExtractiveWeights`. "Which
+    papers...?" gets one sentence from every paper. Hand-written because no library answers
+    extractively with citations per sentence.
+    """
+
+    name = "extractive"
+
+    def __init__(self, sentences: Sequence[str] = (), weights: ExtractiveWeights | None = None):
+        """`sentences`: the corpus's sentences, to weight question words by rarity (IDF), so that
+        "GRPO" or "RMSE" in a question counts for more than "method"."""
+        self.weights = weights or ExtractiveWeights()
+        # Over sentences; scikit-learn's smooth IDF (every word weighs 1 or more): ExtractiveWeights were tuned on it.
+        self.idf = IDF((stems(sentence) for sentence in sentences), smoothing=1, offset=1)
+
+    def overlap(self, question_stems: set[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
+        """IDF-weighted share of the question's words that the sentence contains. A word found in
+        several sentences of the same abstract ("transit stop placement" in a paper about it)
+        names the paper's topic rather than the sentence that answers: it counts once per
+        sentence it is in, divided among them."""
+        if not question_stems:
+            return 0.0
+        shared = question_stems & sentence_stems
+        return sum(self.idf[s] / spread.get(s, 1) for s in shared) / self.idf.total(question_stems)
+
+    def score(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
+        """Every sentence of the sources, best first."""
+        w = self.weights
+        spread = w.multilingual_spread if multilingual else 1.0
+        wants_number = bool(_HOW_MUCH.search(question))
+        wants_experiments = bool(_WHERE_TESTED.search(question))
+        wants_code = bool(_CODE_QUESTION.search(question))
+        top_dense = max((h.dense_score for h in sources), default=0.0)
+        # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
+        named = {n for n, hit in enumerate(sources, start=1) if mentions(question, hit.paper.name)}
+        asked = stems(question)
+        candidates = []
+        for n, hit in enumerate(sources, start=1):
+            if named and n not in named:
+                continue
+            # Words naming the paper pick the paper, not the sentence that answers.
+            question_stems = asked - stems(hit.paper.name)
+            defining = n in named and bool(_DEFINITION.search(question))
+            sentence_stems = {sentence: stems(sentence) for sentence in hit.sentence_scores}
+            in_sentences: dict[str, int] = {}
+            for own in sentence_stems.values():
+                for stem in own & question_stems:
+                    in_sentences[stem] = in_sentences.get(stem, 0) + 1
+            for position, (sentence, cosine) in enumerate(hit.sentence_scores.items()):
+                overlap = self.overlap(question_stems, sentence_stems[sentence], in_sentences)
+                score = (
+                    w.cosine * cosine + w.paper * (hit.dense_score - top_dense) / spread + spread * w.overlap * overlap
+                )
+                if position == 0:
+                    score += spread * w.opening
+                if _CONTRIBUTION.search(sentence) or hit.paper.name in sentence:
+                    score += spread * w.contribution
+                if defining and introduces(sentence, hit.paper.name):
+                    score += spread * w.definition
+                if wants_number and _NUMBER.search(sentence):
+                    score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
+                if wants_experiments and _EXPERIMENTS.search(sentence):
+                    score += spread * w.experiments
+                if _BOILERPLATE.search(sentence):
+                    # "Code is available at ..." answers a question about code and nothing else.
+                    score += w.boilerplate if wants_code else -w.boilerplate
+                candidates.append(Candidate(n, sentence, score, frozenset(question_stems & sentence_stems[sentence])))
+        return sorted(candidates, key=lambda c: -c.score)
+
+    def select(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
+        w = self.weights
+        candidates = self.score(question, sources, multilingual)
+        if not candidates:
+            return []
+        if asks_for_several(question):
+            # Each paper's best sentence, in the order of the papers' ranks.
+            best_of: dict[int, Candidate] = {}
+            for c in candidates:
+                best_of.setdefault(c.source, c)
+            return [best_of[n] for n in sorted(best_of)[: w.max_papers]]
+        if _WHICH.search(question):
+            # "Which paper ...?" is answered by the best-ranked paper: its best sentence leads.
+            top = min(c.source for c in candidates)
+            lead = next(c for c in candidates if c.source == top)
+            candidates.remove(lead)
+            candidates.insert(
+                0,
+                Candidate(
+                    lead.source,
+                    lead.sentence,
+                    max(lead.score, candidates[0].score if candidates else lead.score),
+                    lead.asked,
+                ),
+            )
+        return self.cover(candidates, multilingual)
+
+    def cover(self, candidates: list[Candidate], multilingual: bool) -> list[Candidate]:
+        """Sentences that together answer every part of the question: greedily, the best score
+        plus `new_words` times the IDF share of the question's words no chosen sentence has yet
+        ("the two modules ... and the speedup" takes the sentence with the speedup too), while
+        within `margin` of the best sentence's score."""
+        w = self.weights
+        spread = w.multilingual_spread if multilingual else 1.0
+        total = self.idf.total(set().union(*(c.asked for c in candidates))) or 1.0
+        best = candidates[0].score
+        chosen: list[Candidate] = []
+        covered: set[str] = set()
+        per_paper: dict[int, int] = {}
+        left = list(candidates)
+
+        def gain(c: Candidate) -> float:
+            return c.score + (w.new_words * self.idf.total(c.asked - covered) / total if chosen else 0.0)
+
+        while left and len(chosen) < w.max_sentences:
+            pick = max(left, key=gain)
+            if gain(pick) < best - w.margin * spread:
+                break
+            left.remove(pick)
+            if per_paper.get(pick.source, 0) == w.per_paper:
+                continue
+            per_paper[pick.source] = per_paper.get(pick.source, 0) + 1
+            chosen.append(pick)
+            covered |= pick.asked
+        return chosen
+
+    def compose(self, question: str, sources: list[Hit]) -> str:
+        chosen = self.select(question, sources, multilingual=is_cjk(question))
+        parts = []
+        introduced: set[int] = set()
+        for c in chosen:
+            # A bracketed number inside an abstract ("as in [7]") is not ours to cite.
+            text = " ".join(MARKER.sub(" ", third_person(c.sentence)).split())
+            end = text[-1] if text and text[-1] in ".!?" else "."
+            text = text.rstrip(".!?")
+            name = sources[c.source - 1].paper.name
+            # Say which paper a sentence comes from the first time, unless the question or the sentence says it.
+            if (
+                c.source not in introduced
+                and not name.endswith("…")
+                and name not in text
+                and not mentions(question, name)
+            ):
+                text = f"{name}: {text}"
+            introduced.add(c.source)
+            parts.append(f"{text} [{c.source}]{end}")
+        return " ".join(parts)
+
+    def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
+        text = self.compose(question, sources)
+        yield from re.findall(r"\S+\s*", text)
