@@ -3,13 +3,13 @@
 faiss (the default): build folders under `RAG_INDEX_DIR`, one machine. milvus: a Milvus
 collection that replicas on several machines share. Each store implements the contract in
 base.py; sync.py keeps either in line with its record. A new store is a package implementing
-`Store` and `SearchIndex`, and a line in `STORES`.
+`Store` and `SearchIndex`, and an entry in `STORES` (mypy checks that it keeps the contract).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import RagError
@@ -19,18 +19,31 @@ from .base import AddResult, IndexReport, SearchIndex, Store
 if TYPE_CHECKING:
     from ..ray_embedding import RayEmbedding
 
-# name -> (module, class, what to install when its client library is missing)
-STORES = {
-    "faiss": ("rag.stores.faiss", "FaissStore", "pip install faiss-cpu"),
-    "milvus": ("rag.stores.milvus", "MilvusStore", "pip install 'icml-rag[scale]'"),
+
+def _faiss() -> Store[Any]:
+    from .faiss import FaissStore
+
+    return FaissStore()
+
+
+def _milvus() -> Store[Any]:
+    from .milvus import MilvusStore
+
+    return MilvusStore()
+
+
+# name -> (the store, what to install when its client library is missing)
+STORES: dict[str, tuple[Callable[[], Store[Any]], str]] = {
+    "faiss": (_faiss, "pip install faiss-cpu"),
+    "milvus": (_milvus, "pip install 'icml-rag[scale]'"),
 }
 
 
-def store_for(settings: Settings) -> Store:
+def store_for(settings: Settings) -> Store[Any]:
     """The configured store (its client library is imported only when it is the one chosen)."""
-    module, name, install = STORES[settings.vector_store]
+    make, install = STORES[settings.vector_store]
     try:
-        return getattr(import_module(module), name)()
+        return make()
     except ImportError as exc:
         raise RagError(
             f"RAG_VECTOR_STORE={settings.vector_store} needs a library that is missing: {install} ({exc})"

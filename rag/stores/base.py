@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
@@ -149,8 +149,12 @@ class AddResult:
     duplicates: list[Paper]
 
 
-class Store(Protocol):
-    """The write side of a store, as `rag.stores.sync` drives it."""
+Index = TypeVar("Index", bound=SearchIndex)
+
+
+class Store(Protocol[Index]):
+    """The write side of a store, as `rag.stores.sync` drives it; it is handed back the indexes it
+    loaded (`Index`, its own `SearchIndex`)."""
 
     name: str
     # True when the store itself is the record of the papers added through it (a Milvus
@@ -158,11 +162,11 @@ class Store(Protocol):
     # False when added abstracts are seed files like the others (FAISS).
     records_adds: bool
 
-    def load(self, settings: Settings, check: bool = True) -> SearchIndex:
+    def load(self, settings: Settings, check: bool = True) -> Index:
         """The current index; `check`: refuse one built with another model or chunking
         (IndexStaleError). IndexNotFoundError when there is none."""
 
-    def open(self, settings: Settings) -> SearchIndex:
+    def open(self, settings: Settings) -> Index:
         """`load` for a reader that may first finish what a killed writer left."""
 
     def writing(self, settings: Settings) -> AbstractContextManager[None]:
@@ -177,7 +181,7 @@ class Store(Protocol):
 
     def catch_up(
         self,
-        previous: SearchIndex,
+        previous: Index,
         seeds: Corpus,
         added: list[Paper],
         removed: list[str],
@@ -187,13 +191,13 @@ class Store(Protocol):
     ) -> Published | None:
         """Embed `added`, delete `removed` and publish; None when there was nothing to do."""
 
-    def held(self, index: SearchIndex, paper_ids: Iterable[str]) -> set[str]:
+    def held(self, index: Index, paper_ids: Iterable[str]) -> set[str]:
         """Which of these papers the store holds now (perhaps added since `index` was loaded)."""
 
-    def add(self, index: SearchIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
+    def add(self, index: Index, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
         """Commit `papers` (new, parsed from `files`, seed-format bytes by file name) atomically."""
 
-    def seeds_changed(self, settings: Settings, index: SearchIndex) -> bool:
+    def seeds_changed(self, settings: Settings, index: Index) -> bool:
         """The seed folder moved on since this index was built (the service then catches up)."""
 
 

@@ -6,7 +6,7 @@ decides what is written."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..corpus import Corpus, build_corpus, load_corpus, parse_seed
@@ -20,7 +20,7 @@ UNUSABLE = (IndexNotFoundError, IndexStaleError, IndexCorruptError)
 
 
 def index_seeds(
-    store: Store,
+    store: Store[Any],
     settings: Settings,
     show_progress: bool = False,
     only_if_stale: bool = False,
@@ -70,7 +70,7 @@ def index_seeds(
     )
 
 
-def _with_kept_adds(store: Store, settings: Settings, seeds: Corpus) -> Corpus:
+def _with_kept_adds(store: Store[Any], settings: Settings, seeds: Corpus) -> Corpus:
     """The seeds, plus the papers added through a store that is their only record (whatever
     model its index was built with: they are kept as text and embedded again)."""
     if not store.records_adds:
@@ -83,7 +83,7 @@ def _with_kept_adds(store: Store, settings: Settings, seeds: Corpus) -> Corpus:
     return Corpus(seeds.papers + kept, seeds.paragraphs + len(kept), seeds.files)
 
 
-def add_seed_texts(store: Store, settings: Settings, items: list[tuple[str, bytes]]) -> AddResult:
+def add_seed_texts(store: Store[Any], settings: Settings, items: list[tuple[str, bytes]]) -> AddResult:
     """Add the abstracts of (file name, seed-format bytes) pairs that the index lacks, embedding
     only what is new, and publish them atomically (the previous state is never modified). They
     are recorded under fresh file names, added-<time>-<name>.txt, so that a rebuild keeps them,

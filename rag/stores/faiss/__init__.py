@@ -13,12 +13,12 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ...config import Settings
 from ...corpus import Corpus, Paper, load_corpus, seed_files
 from ...errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
-from ..base import Published, SearchIndex, check_parameters, pause_point
+from ..base import Published, check_parameters, pause_point
 from . import folders
 from .build import build_index, write_build
 from .reader import LoadedIndex, load_index
@@ -32,11 +32,6 @@ __all__ = ["FaissStore", "LoadedIndex", "build_index", "load_index"]
 def _published(build: Path) -> Published:
     manifest = folders.read_manifest(build, verify=False)
     return Published(build, manifest["chunks"], manifest["papers"])
-
-
-def _loaded(index: SearchIndex) -> LoadedIndex:
-    """The sync flow hands a store back the indexes that store loaded."""
-    return cast(LoadedIndex, index)
 
 
 class FaissStore:
@@ -80,7 +75,7 @@ class FaissStore:
 
     def catch_up(
         self,
-        previous: SearchIndex,
+        previous: LoadedIndex,
         seeds: Corpus,
         added: list[Paper],
         removed: list[str],
@@ -90,12 +85,12 @@ class FaissStore:
     ) -> Published:
         """A new build of the seeds that embeds only what `previous` lacks; always written, so
         that its manifest records the seed files as they are now."""
-        return _published(write_build(seeds, settings, show_progress, _loaded(previous), remote))
+        return _published(write_build(seeds, settings, show_progress, previous, remote))
 
-    def held(self, index: SearchIndex, paper_ids: Iterable[str]) -> set[str]:
+    def held(self, index: LoadedIndex, paper_ids: Iterable[str]) -> set[str]:
         return {pid for pid in paper_ids if index.corpus.get(pid) is not None}  # the writer lock is held
 
-    def add(self, index: SearchIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
+    def add(self, index: LoadedIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
         """Each file joins the seed folder (the corpus of record) atomically with the build: it
         waits hidden as `.<name>.pending` and is moved into place once the build that holds its
         papers is current. An add killed at any point leaves both the folder and the index with
@@ -105,7 +100,7 @@ class FaissStore:
             for name, raw in files.items():
                 folders.pending_path(seeds, name).write_bytes(raw)
             pause_point(settings, "seed-written")
-            build = write_build(load_corpus(seeds, extra=files), settings, False, _loaded(index))
+            build = write_build(load_corpus(seeds, extra=files), settings, False, index)
         except BaseException:
             for name in files:
                 folders.pending_path(seeds, name).unlink(missing_ok=True)
@@ -115,6 +110,6 @@ class FaissStore:
             os.replace(folders.pending_path(seeds, name), seeds / name)
         return _published(build)
 
-    def seeds_changed(self, settings: Settings, index: SearchIndex) -> bool:
+    def seeds_changed(self, settings: Settings, index: LoadedIndex) -> bool:
         """File checksums only: cheap enough to ask before every CLI answer."""
         return index.manifest.get("seed_files") != seed_files(settings.seeds_dir)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ...config import Settings
 from ...corpus import Corpus, Paper
-from ..base import Published, SearchIndex, pause_point
+from ..base import Published, pause_point
 from . import writer
 from .collections import GRPC_OPTIONS, id_filter, milvus_errors
 from .reader import MilvusIndex, load
@@ -34,11 +34,6 @@ __all__ = ["GRPC_OPTIONS", "MilvusIndex", "MilvusStore", "load"]
 
 def _published(settings: Settings, manifest: dict) -> Published:
     return Published(writer.where(settings, manifest), manifest["chunks"], manifest["papers"])
-
-
-def _loaded(index: SearchIndex) -> MilvusIndex:
-    """The sync flow hands a store back the indexes that store loaded."""
-    return cast(MilvusIndex, index)
 
 
 class MilvusStore:
@@ -63,7 +58,7 @@ class MilvusStore:
 
     def catch_up(
         self,
-        previous: SearchIndex,
+        previous: MilvusIndex,
         seeds: Corpus,
         added: list[Paper],
         removed: list[str],
@@ -73,30 +68,27 @@ class MilvusStore:
     ) -> Published | None:
         if not added and not removed:
             return None
-        current = _loaded(previous)
-        manifest = current.manifest
+        manifest = previous.manifest
         if removed:
-            manifest = writer.remove_papers(current.client, settings, removed)
+            manifest = writer.remove_papers(previous.client, settings, removed)
         if added:
             manifest = writer.add_papers(
-                current.client, settings, added, current.embedder, current.multilingual_embedder
+                previous.client, settings, added, previous.embedder, previous.multilingual_embedder
             )
         return _published(settings, manifest)
 
-    def held(self, index: SearchIndex, paper_ids: Iterable[str]) -> set[str]:
+    def held(self, index: MilvusIndex, paper_ids: Iterable[str]) -> set[str]:
         """Asked of the collection: another replica may have added them since `index` was read."""
-        current = _loaded(index)
-        rows = current.client.query(
-            current.names.of("papers"), filter=id_filter(paper_ids), output_fields=["paper_id"], limit=16384
+        rows = index.client.query(
+            index.names.of("papers"), filter=id_filter(paper_ids), output_fields=["paper_id"], limit=16384
         )
         return {r["paper_id"] for r in rows}
 
-    def add(self, index: SearchIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
-        current = _loaded(index)
+    def add(self, index: MilvusIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
         pause_point(settings, "seed-written")
-        manifest = writer.add_papers(current.client, settings, papers, current.embedder, current.multilingual_embedder)
+        manifest = writer.add_papers(index.client, settings, papers, index.embedder, index.multilingual_embedder)
         pause_point(settings, "after-publish")
         return _published(settings, manifest)
 
-    def seeds_changed(self, settings: Settings, index: SearchIndex) -> bool:
+    def seeds_changed(self, settings: Settings, index: MilvusIndex) -> bool:
         return False  # the collection is its own record; replicas need no seed folder
