@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 export HF_HUB_OFFLINE := 1
 
-.PHONY: serve test test-fast browser lint bench fuzz soak index clean eval-llm chat-ui-check
+.PHONY: serve test test-fast system-packages lint bench fuzz soak index clean eval-llm chat-ui-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,22 +29,24 @@ index: $(VENV)/.installed
 serve: $(VENV)/.installed
 	$(BIN)/rag serve
 
-# The browser tests drive Debian's Chromium (Playwright never downloads a browser here): installed
-# when missing and this user may (root, or sudo without a password); otherwise they are skipped.
-CHROMIUM := /usr/bin/chromium
-browser:
-	@if [ -x $(CHROMIUM) ]; then exit 0; fi; \
+# Debian packages some tests drive, installed when missing and this user may (root, or sudo
+# without a password); otherwise those tests are skipped, and this says so. Playwright never
+# downloads a browser here: the browser tests drive Debian's Chromium.
+SYSTEM_PACKAGES := /usr/bin/chromium=chromium /usr/lib/postgresql=postgresql
+system-packages:
+	@missing=""; for pair in $(SYSTEM_PACKAGES); do [ -e "$${pair%%=*}" ] || missing="$$missing $${pair#*=}"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" -eq 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo"; \
-	else echo "make test: $(CHROMIUM) is missing and this user cannot install it (apt-get install chromium): the browser tests will be skipped"; exit 0; fi; \
-	echo "make test: installing Debian's chromium for the browser tests"; \
-	$$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium > /dev/null \
-	  || echo "make test: apt-get could not install chromium: the browser tests will be skipped"
+	else echo "make test:$$missing missing and this user cannot install them (apt-get install$$missing): their tests will be skipped"; exit 0; fi; \
+	echo "make test: installing Debian's$$missing for the tests that drive them"; \
+	$$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing > /dev/null \
+	  || echo "make test: apt-get could not install$$missing: their tests will be skipped"
 
 # Two workers (pytest-xdist); a test file's tests stay on one worker, so module fixtures are made once.
 JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
-test: $(VENV)/.installed-test browser
+test: $(VENV)/.installed-test system-packages
 	$(PYTEST)
 
 # The inner loop: everything but the tests that drive Chromium, start Ray or a llama.cpp server.

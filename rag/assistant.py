@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -25,6 +26,7 @@ from .extractive import ExtractiveGenerator
 from .generation import Generator, make_generator
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
+from .suggestions import next_questions
 from .text import asks_for_several, content_words, is_cjk, stems
 
 _FOLLOW_UP = re.compile(
@@ -55,6 +57,9 @@ class Answer:
     confidence: Confidence = "high"
     missing: str | None = None
     note: str = ""  # the opening sentence that says what is missing (a low answer's), part of `text`
+    question: str = ""  # what was asked, and the conversation before it (kept with a rating)
+    history: list[dict] = field(default_factory=list)
+    answer_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names it for POST /feedback
 
     @property
     def body(self) -> str:
@@ -63,6 +68,7 @@ class Answer:
 
     def to_dict(self) -> dict:
         return {
+            "answer_id": self.answer_id,
             "answer": self.text,
             "citations": [c.to_dict() for c in self.citations],
             "abstained": self.abstained,
@@ -72,7 +78,14 @@ class Answer:
             "generator": self.generator,
             "fallback": self.fallback,
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
+            "suggestions": self.suggestions,
         }
+
+    @property
+    def suggestions(self) -> list[str]:
+        """Questions to ask next about the cited papers."""
+        asked = [self.question, *(t["content"] for t in self.history if t.get("role") == "user")]
+        return next_questions([c.name for c in self.citations], asked)
 
 
 class Assistant:
@@ -275,7 +288,19 @@ class Assistant:
             yield text
             timings["generate"] = (time.perf_counter() - mark) * 1000
             timings["total"] = (time.perf_counter() - started) * 1000
-            yield self._observed(Answer(text, [], True, query, self.generator.name, timings=timings, confidence="none"))
+            yield self._observed(
+                Answer(
+                    text,
+                    [],
+                    True,
+                    query,
+                    self.generator.name,
+                    timings=timings,
+                    confidence="none",
+                    question=question,
+                    history=history or [],
+                )
+            )
             return
 
         note = prompts.NOT_FOUND.format(phrase=missing.phrase) if missing else ""
@@ -329,6 +354,8 @@ class Assistant:
                 confidence,
                 missing.phrase if missing else None,
                 note,
+                question=question,
+                history=history or [],
             )
         )
 

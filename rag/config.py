@@ -319,6 +319,21 @@ class Settings(BaseSettings):
     )
     model_id: str = Field("icml-rag", description="The model name /v1/models reports to OpenAI-style clients.")
 
+    # feedback on answers
+    feedback_db: str | None = Field(
+        None,
+        description="Where ratings are stored: an SQLAlchemy URL (sqlite:///FILE, or postgresql://... so that "
+        "several replicas share it); default: sqlite under index_dir (feedback.db).",
+    )
+    feedback_keep_answers: int = Field(
+        10_000,
+        ge=1,
+        description="Recent answers kept so that they can be rated (pruned every 100 answers); the oldest go first.",
+    )
+    feedback_keep_hours: float = Field(
+        24.0 * 7, gt=0, description="An answer can be rated for this long after it was given."
+    )
+
     # testing
     pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
         None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
@@ -327,6 +342,10 @@ class Settings(BaseSettings):
     @property
     def milvus_address(self) -> str:
         return self.milvus_uri or str(Path(self.index_dir) / "milvus.db")
+
+    @property
+    def feedback_url(self) -> str:
+        return self.feedback_db or f"sqlite:///{Path(self.index_dir).resolve() / 'feedback.db'}"
 
 
 @lru_cache

@@ -57,3 +57,15 @@ class GeneratorError(RagError):
 
 class GeneratorTimeout(GeneratorError):
     code = "generator_timeout"
+
+
+class FeedbackUnavailableError(RagError):
+    """The feedback database cannot be reached or refused a write."""
+
+    code = "feedback_unavailable"
+
+
+class UnknownAnswerError(RagError):
+    """A rating names an answer this service never gave, or one too old to rate."""
+
+    code = "unknown_answer"

@@ -11,5 +11,8 @@ MAX_QUESTION_CHARS = 2000
 MAX_TURN_CHARS = 20_000
 """Characters of one earlier turn: room for a long answer with its list of sources."""
 
+MAX_COMMENT_CHARS = 2000
+"""Characters of a comment sent with a rating."""
+
 MAX_HISTORY_TURNS = 20
 """Earlier turns one request hands over: all of them are read to tell a follow-up from a new question."""

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 import rag
 from rag.config import Settings, get_settings
 from rag.errors import RagError
+from rag.feedback import FeedbackStore
 
 from .errors import ApiError, install_handlers
 from .keeper import AssistantKeeper
@@ -21,6 +22,7 @@ from .mcp_server import BearerKey, build_mcp
 from .metrics import Metrics
 from .middleware import LimitsAndLogging, configure_logging
 from .routes import answers, papers, service
+from .routes import feedback as feedback_routes
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -28,7 +30,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     configure_logging()
     in_flight = {"answers": 0}
     metrics = Metrics(in_flight)
-    keeper = AssistantKeeper(settings, metrics)
+    feedback = FeedbackStore(settings)
+    keeper = AssistantKeeper(settings, metrics, feedback)
 
     def ready_assistant():
         """For MCP tools: the assistant, or a RagError that says why there is none yet."""
@@ -55,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings, app.state.keeper, app.state.metrics, app.state.in_flight = settings, keeper, metrics, in_flight
+    app.state.feedback = feedback
 
     app.add_middleware(
         LimitsAndLogging,
@@ -75,7 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
         )
     install_handlers(app, metrics.llm_errors)
-    for router in (service.router, answers.router, papers.router):
+    for router in (service.router, answers.router, papers.router, feedback_routes.router):
         app.include_router(router)
     app.mount("/mcp", BearerKey(mcp_transport, settings.api_key))
     app.mount("/static", StaticFiles(directory=service.STATIC), name="static")

@@ -231,6 +231,23 @@ def cmd_mcp(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_feedback(args, settings: Settings) -> int:
+    from rag.feedback import FeedbackStore, as_questions, summary
+
+    ratings = FeedbackStore(settings).rated(getattr(args, "rating", None))
+    if args.action == "stats":
+        print(json.dumps(summary(ratings), indent=2))
+        return 0
+    lines = list(as_questions(ratings))
+    if args.out is None:
+        for line in lines:
+            print(line)
+    else:
+        args.out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        print(f"{len(lines)} rated answers -> {args.out} (review them into eval/dev.jsonl)", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag", description="Question answering over the ICML 2026 abstracts.")
     parser.add_argument("--version", action="version", version=f"rag {__version__}")
@@ -347,6 +364,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", parents=[where], help="serve search, answers and papers to agents over MCP (stdio)")
     mcp.set_defaults(run=cmd_mcp)
+
+    feedback = sub.add_parser("feedback", parents=[where], help="the ratings of answers (RAG_FEEDBACK_DB)")
+    actions = feedback.add_subparsers(dest="action", required=True, metavar="ACTION")
+    export = actions.add_parser("export", help="rated answers as JSONL in the dev split's question format")
+    export.add_argument("--rating", choices=["up", "down"], default=None, help="only these ratings")
+    export.add_argument("--out", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
+    actions.add_parser("stats", help="counts by rating and by the rated answers' confidence")
+    feedback.set_defaults(run=cmd_feedback)
     return parser
 
 

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.errors import CorpusError, GeneratorError, GeneratorTimeout, QueryError, RagError
+from rag.errors import CorpusError, GeneratorError, GeneratorTimeout, QueryError, RagError, UnknownAnswerError
 
 from .schemas import ErrorResponse
 
@@ -29,12 +29,12 @@ class ApiError(Exception):
 ERRORS = {
     400: "not JSON, not a seed-format file, or a query that cannot be served",
     401: "missing or wrong `Authorization: Bearer <RAG_API_KEY>`",
-    404: "no such paper",
+    404: "no such paper, or no such answer to rate",
     413: "request body over RAG_MAX_BODY_BYTES",
     422: "invalid request",
     429: "too many answers in flight; retry after Retry-After seconds",
     502: "the LLM endpoint failed",
-    503: "the index is loading or unusable",
+    503: "the index is loading or unusable, or the feedback database is down",
     504: "the LLM endpoint timed out",
 }
 
@@ -85,6 +85,10 @@ def install_handlers(app: FastAPI, llm_errors) -> None:
         timeout = isinstance(exc, GeneratorTimeout)
         llm_errors.labels("timeout" if timeout else "error").inc()
         return error_response(504 if timeout else 502, exc.code, str(exc))
+
+    @app.exception_handler(UnknownAnswerError)
+    async def _unknown_answer(request: Request, exc: UnknownAnswerError):
+        return error_response(404, exc.code, str(exc))
 
     @app.exception_handler(RagError)
     async def _rag(request: Request, exc: RagError):

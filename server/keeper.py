@@ -12,9 +12,10 @@ import logging
 import threading
 import time
 
-from rag.assistant import Assistant
+from rag.assistant import Answer, Assistant
 from rag.config import Settings
 from rag.errors import RagError
+from rag.feedback import FeedbackStore
 from rag.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 from rag.stores.base import AddResult, SeedChanges
 
@@ -25,9 +26,10 @@ log = logging.getLogger("rag.http")
 
 
 class AssistantKeeper:
-    def __init__(self, settings: Settings, metrics: Metrics):
+    def __init__(self, settings: Settings, metrics: Metrics, feedback: FeedbackStore):
         self.settings = settings
         self.metrics = metrics
+        self.feedback = feedback
         self.assistant: Assistant | None = None
         self.error: RagError | None = None  # why there is no assistant, once nothing more is tried
         self.unusable: str | None = None  # why the build on disk could not serve, while another is built
@@ -37,9 +39,14 @@ class AssistantKeeper:
 
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
-        made = Assistant(loaded or load_index(self.settings), self.settings, observer=self.metrics.answer)
+        made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
         self.metrics.index(made.index)
         return made
+
+    def _observe(self, answer: Answer) -> None:
+        """Each answer given: counted, and kept so that it can be rated."""
+        self.metrics.answer(answer)
+        self.feedback.keep(answer)
 
     def start(self) -> threading.Thread:
         """Serve first, catch up behind: load the last good build, then bring the index in line

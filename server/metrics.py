@@ -39,6 +39,12 @@ class Metrics:
         self.llm_errors = Counter(
             "rag_llm_errors", "LLM failures that reached the client (fallback off)", ["kind"], registry=self.registry
         )
+        self.feedback = Counter(
+            "rag_feedback",
+            "Ratings of answers received (POST /feedback), by rating",
+            ["rating"],
+            registry=self.registry,
+        )
         self.papers = Gauge("rag_index_papers", "Papers in the loaded index", registry=self.registry)
         self.chunks = Gauge("rag_index_chunks", "Chunks in the loaded index", registry=self.registry)
         in_flight_gauge = Gauge("rag_answers_in_flight", "Answers being served now", registry=self.registry)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.assistant import Answer
 from rag.limits import MAX_HISTORY_TURNS, MAX_QUESTION_CHARS, MAX_TURN_CHARS
+from rag.suggestions import next_questions
 
 from .schemas import unicode_text
 
@@ -141,9 +142,7 @@ def task_reply(keys: list[tuple[str, str]], questions: list[str], papers: list[s
         elif "tag" in name:
             reply[key] = ["ICML 2026", *papers[:2]]
         elif "follow" in name or "question" in name:
-            reply[key] = [f"What does {p} propose?" for p in papers[:2]] + [
-                f"What results does {p} report?" for p in papers[:1]
-            ]
+            reply[key] = next_questions(papers[:2], questions)
         elif "quer" in name:
             reply[key] = questions[-1:] or [first]
         else:
@@ -210,6 +209,7 @@ def answer_completion(answer: Answer, page_url: str) -> tuple[str, dict]:
     """(the content, the extra fields) of a completion that carries an answer."""
     content = answer.text + sources_text(answer)
     return content, {
+        "answer_id": answer.answer_id,
         "notes": url_citations(answer, content, page_url),
         "citations": [c.to_dict() for c in answer.citations],
         "abstained": answer.abstained,
@@ -261,6 +261,7 @@ class ChunkWriter:
         return out + self.chunk(
             {"annotations": notes} if notes else {},
             "stop",
+            answer_id=answer.answer_id,
             citations=[c.to_dict() for c in answer.citations],
             abstained=answer.abstained,
             confidence=answer.confidence,

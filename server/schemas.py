@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from rag.limits import MAX_HISTORY_TURNS, MAX_K, MAX_QUESTION_CHARS, MAX_TURN_CHARS
+from rag.limits import MAX_COMMENT_CHARS, MAX_HISTORY_TURNS, MAX_K, MAX_QUESTION_CHARS, MAX_TURN_CHARS
 
 
 def unicode_text(value: str) -> str:
@@ -100,6 +100,7 @@ class CitationOut(BaseModel):
 
 
 class AskResponse(BaseModel):
+    answer_id: str = Field(description="Names this answer for POST /feedback.")
     answer: str
     citations: list[CitationOut]
     abstained: bool
@@ -112,6 +113,22 @@ class AskResponse(BaseModel):
     generator: str
     fallback: bool
     timings: dict[str, float]
+    suggestions: list[str] = Field(description="Questions to ask next about the cited papers.")
+
+
+class FeedbackRequest(BaseModel):
+    answer_id: str = Field(..., min_length=1, max_length=64, description="The `answer_id` of an answer.")
+    rating: Literal["up", "down"]
+    comment: Annotated[str, AfterValidator(unicode_text)] | None = Field(
+        None, max_length=MAX_COMMENT_CHARS, description="What was right or wrong with it."
+    )
+
+
+class FeedbackResponse(BaseModel):
+    answer_id: str
+    rating: Literal["up", "down"]
+    comment: str | None
+    rated_at: str
 
 
 class PaperOut(BaseModel):

@@ -100,6 +100,20 @@ def api_schema(fuzz_server):
         """Random ids only ever find 404: draw real ones too."""
         return st.one_of(strategy, real_ids)
 
+    given = [
+        httpx.post(f"{fuzz_server.url}/ask", json={"question": q}, headers=AUTH, timeout=60).json()["answer_id"]
+        for q in ("What speedup does Jacobi Forcing report?", "What does MedScope do?")
+    ]
+    ratings = st.fixed_dictionaries(
+        {"answer_id": st.sampled_from(given), "rating": st.sampled_from(["up", "down"])},
+        optional={"comment": st.text(max_size=50)},
+    )
+
+    @loaded.hook
+    def before_generate_body(context, strategy):
+        """The same for the answers a rating names: random ids are never answers that were given."""
+        return st.one_of(strategy, ratings) if context.operation.path == "/feedback" else strategy
+
     return loaded
 
 
