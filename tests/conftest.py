@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from playwright.sync_api import Page, expect
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -244,6 +246,25 @@ CHROMIUM_ARGS = [
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 ]
 ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+ANSWER = ".turn.assistant"
+
+
+def ask(page: Page, question: str):
+    page.fill("#question", question)
+    page.press("#question", "Enter")
+    answer = page.locator(ANSWER).last
+    expect(answer).not_to_have_class(re.compile("streaming"), timeout=60_000)
+    return answer
+
+
+@pytest.fixture()
+def chat(page: Page, server):
+    """The chat page of the session's service, loaded and ready for a question."""
+    page.goto(server.url + "/")
+    expect(page.locator("#question")).to_be_focused()
+    return page
 
 
 @pytest.fixture(scope="session")

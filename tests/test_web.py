@@ -6,24 +6,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import ARTIFACTS, Server, index_env
-
-ANSWER = ".turn.assistant"
-
-
-def ask(page: Page, question: str):
-    page.fill("#question", question)
-    page.press("#question", "Enter")
-    answer = page.locator(ANSWER).last
-    expect(answer).not_to_have_class(re.compile("streaming"), timeout=60_000)
-    return answer
-
-
-@pytest.fixture()
-def chat(page: Page, server):
-    page.goto(server.url + "/")
-    expect(page.locator("#question")).to_be_focused()
-    return page
+from .conftest import ANSWER, ARTIFACTS, Server, ask, index_env
 
 
 def test_an_answer_streams_in_with_citation_links_that_open_the_abstract(chat: Page):

@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { history: [], controller: null, papers: null };
+const state = { history: [], controller: null, papers: null, chat: null };
 
 // -- API ---------------------------------------------------------------------------------
 
@@ -191,6 +191,161 @@ function showConfidence(turn, confidence, missing) {
   }
 }
 
+// What a person does with an answer: rate it (a comment may follow), copy it, ask what it suggests.
+function finishAnswer(turn, data) {
+  renderAnswer(turn, data.answer, data.citations);
+  renderSources(turn, data.citations);
+  turn.classList.toggle("abstained", data.abstained);
+  showConfidence(turn, data.confidence, data.missing);
+  const actions = turn.querySelector(".actions");
+  actions.hidden = false;
+  const status = actions.querySelector(".status");
+  const comment = turn.querySelector(".comment");
+  let rating = data.rating || null;
+  const pressed = () => {
+    for (const b of actions.querySelectorAll(".rate")) b.setAttribute("aria-pressed", String(b.dataset.rating === rating));
+  };
+  pressed();
+  const send = async (text) => {
+    try {
+      await request("/feedback", {
+        method: "POST",
+        body: JSON.stringify({ answer_id: data.answer_id, rating, comment: text || null }),
+      });
+      data.rating = rating;
+      saveChat();
+      status.textContent = text ? "Thanks: your comment was recorded." : "Thanks: recorded.";
+    } catch (err) {
+      status.textContent = err.message;
+    }
+  };
+  for (const button of actions.querySelectorAll(".rate")) {
+    button.addEventListener("click", () => {
+      rating = button.dataset.rating;
+      pressed();
+      send("");
+      comment.hidden = false;
+      comment.querySelector("textarea").focus();
+    });
+  }
+  comment.addEventListener("submit", (e) => {
+    e.preventDefault();
+    send(comment.querySelector("textarea").value.trim());
+    comment.hidden = true;
+  });
+  actions.querySelector(".copy").addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(asMarkdown(data));
+      status.textContent = "Copied as Markdown.";
+    } catch (err) {
+      status.textContent = `Cannot copy here: ${err.message}`;
+    }
+  });
+  const suggestions = turn.querySelector(".suggestions");
+  suggestions.hidden = !(data.suggestions || []).length;
+  for (const question of data.suggestions || []) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "suggestion";
+    button.textContent = question;
+    button.addEventListener("click", () => { if (!state.controller) ask(question); });
+    suggestions.append(button);
+  }
+}
+
+// The answer with its numbered sources, as Markdown.
+function asMarkdown(data) {
+  const sources = (data.citations || []).map((c) => `${c.n}. ${c.name} (paper ${c.paper_id})`);
+  return sources.length ? `${data.answer}\n\nSources:\n\n${sources.join("\n")}\n` : `${data.answer}\n`;
+}
+
+// -- kept conversations (localStorage only) ----------------------------------------------
+
+const CHATS = "rag-chats";
+
+function chats() {
+  try { return JSON.parse(localStorage.getItem(CHATS)) || []; } catch { return []; }
+}
+
+function storeChats(list) {
+  try { localStorage.setItem(CHATS, JSON.stringify(list)); } catch { /* full or disabled: not kept */ }
+}
+
+function saveChat() {
+  if (!state.chat || !state.chat.turns.length) return;
+  state.chat.updated = Date.now();
+  storeChats([state.chat, ...chats().filter((c) => c.id !== state.chat.id)]);
+  localStorage.setItem("rag-current-chat", state.chat.id);
+}
+
+function freshChat() {
+  return { id: crypto.randomUUID?.() || String(Date.now()), title: "", updated: Date.now(), turns: [] };
+}
+
+function newChat() {
+  state.chat = freshChat();
+  state.history = [];
+  $("conversation").replaceChildren();
+  localStorage.removeItem("rag-current-chat");
+}
+
+function openChat(chat) {
+  state.controller?.abort();
+  state.chat = chat;
+  state.history = [];
+  $("conversation").replaceChildren();
+  for (const { question, data } of chat.turns) {
+    addTurn("user", question);
+    finishAnswer(addTurn("assistant", ""), data);
+    state.history.push({ role: "user", content: question }, { role: "assistant", content: data.answer });
+  }
+  state.history = state.history.slice(-20);
+  localStorage.setItem("rag-current-chat", chat.id);
+}
+
+function renderChats() {
+  const list = $("chat-list");
+  list.replaceChildren();
+  const kept = chats();
+  if (!kept.length) {
+    const empty = document.createElement("li");
+    empty.className = "meta";
+    empty.textContent = "No conversation kept yet.";
+    list.append(empty);
+  }
+  for (const chat of kept) {
+    const item = document.createElement("li");
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "open-chat";
+    open.textContent = chat.title || chat.turns[0]?.question || "Untitled";
+    open.addEventListener("click", () => { openChat(chat); $("chats").hidden = true; $("question").focus(); });
+    const rename = document.createElement("button");
+    rename.type = "button";
+    rename.textContent = "Rename";
+    rename.setAttribute("aria-label", `Rename ${open.textContent}`);
+    rename.addEventListener("click", () => {
+      const title = prompt("Name this conversation", open.textContent);
+      if (title === null || !title.trim()) return;
+      chat.title = title.trim();
+      storeChats(chats().map((c) => (c.id === chat.id ? { ...c, title: chat.title } : c)));
+      if (state.chat?.id === chat.id) state.chat.title = chat.title;
+      renderChats();
+    });
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.textContent = "Delete";
+    remove.setAttribute("aria-label", `Delete ${open.textContent}`);
+    remove.addEventListener("click", () => {
+      storeChats(chats().filter((c) => c.id !== chat.id));
+      if (state.chat?.id === chat.id) newChat();
+      renderChats();
+    });
+    item.append(open, rename, remove);
+    list.append(item);
+  }
+}
+
 // -- asking ------------------------------------------------------------------------------
 
 function busy(on) {
@@ -217,12 +372,11 @@ async function ask(question) {
         text += data.text;
         renderAnswer(turn, text, []);
       } else if (event === "done") {
-        renderAnswer(turn, data.answer, data.citations);
-        renderSources(turn, data.citations);
-        turn.classList.toggle("abstained", data.abstained);
-        showConfidence(turn, data.confidence, data.missing);
+        finishAnswer(turn, data);
         state.history.push({ role: "user", content: question }, { role: "assistant", content: data.answer });
         state.history = state.history.slice(-20);
+        state.chat.turns.push({ question, data });
+        saveChat();
       } else if (event === "error") {
         throw new ApiError(`${data.message} (${data.code})`);
       }
@@ -287,10 +441,16 @@ $("question").addEventListener("keydown", (e) => {
 $("stop").addEventListener("click", () => state.controller?.abort());
 $("new-chat").addEventListener("click", () => {
   state.controller?.abort();
-  state.history = [];
-  $("conversation").replaceChildren();
+  newChat();
   $("source").hidden = true;
   $("question").focus();
+});
+$("show-chats").addEventListener("click", () => {
+  const panel = $("chats");
+  renderChats();
+  panel.hidden = !panel.hidden;
+  $("show-chats").setAttribute("aria-expanded", String(!panel.hidden));
+  if (!panel.hidden) panel.focus();
 });
 $("show-papers").addEventListener("click", async () => {
   const panel = $("papers");
@@ -310,7 +470,7 @@ for (const button of document.querySelectorAll("[data-close]")) {
   button.addEventListener("click", () => { $(button.dataset.close).hidden = true; });
 }
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape") { $("source").hidden = true; $("papers").hidden = true; }
+  if (e.key === "Escape") { $("source").hidden = true; $("papers").hidden = true; $("chats").hidden = true; }
 });
 // /#paper=<id> opens that paper: the links the service sends chat UIs with its citations.
 async function openLinkedPaper() {
@@ -325,4 +485,7 @@ async function openLinkedPaper() {
 }
 window.addEventListener("hashchange", openLinkedPaper);
 openLinkedPaper();
+// The conversation open before a reload comes back.
+const current = chats().find((c) => c.id === localStorage.getItem("rag-current-chat"));
+if (current) openChat(current); else state.chat = freshChat();
 $("question").focus();
