@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from .config import Settings
@@ -80,11 +81,14 @@ class FeedbackStore:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import SQLAlchemyError
 
-        where = make_url(_url(self.url)).render_as_string(hide_password=True)
+        url = make_url(_url(self.url))
+        where = url.render_as_string(hide_password=True)
         try:
             with self._lock:
                 if self._engine is None:
-                    engine = create_engine(_url(self.url), pool_pre_ping=True)
+                    if url.get_backend_name() == "sqlite" and url.database:  # its folder may not exist yet
+                        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+                    engine = create_engine(url, pool_pre_ping=True)
                     if engine.dialect.name == "sqlite":
                         event.listen(engine, "connect", _sqlite_pragmas)
                     try:
@@ -94,7 +98,7 @@ class FeedbackStore:
                     self._engine = engine
             with self._engine.begin() as connection:
                 yield connection
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             raise FeedbackUnavailableError(
                 f"the feedback database at {where} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
             ) from exc

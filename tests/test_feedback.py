@@ -201,3 +201,28 @@ def test_two_workers_share_a_postgresql_database_that_may_go_down(index_dir, pos
     finally:
         service.stop()
     assert json.loads(rag(env, "feedback", "stats").stdout)["by_rating"] == {"up": len(answers) - 1, "down": 1}
+
+
+def test_answers_kept_for_rating_are_bounded_by_count_and_age(tmp_path):
+    from rag.assistant import Answer
+    from rag.config import Settings
+    from rag.errors import UnknownAnswerError
+    from rag.feedback import PRUNE_EVERY, FeedbackStore
+
+    def given(store: FeedbackStore) -> Answer:
+        answer = Answer("an answer", [], False, "q", "extractive", question="a question")
+        store.keep(answer)
+        return answer
+
+    by_count = FeedbackStore(Settings(index_dir=tmp_path / "count", feedback_keep_answers=3))
+    answers = [given(by_count) for _ in range(PRUNE_EVERY + 1)]  # the last one prunes
+    for old in answers[:-3]:
+        with pytest.raises(UnknownAnswerError):
+            by_count.rate(old.answer_id, "up")
+    assert all(by_count.rate(a.answer_id, "up")["rating"] == "up" for a in answers[-3:])
+
+    by_age = FeedbackStore(Settings(index_dir=tmp_path / "age", feedback_keep_hours=1 / 3600))  # one second
+    answer = given(by_age)
+    time.sleep(1.2)
+    with pytest.raises(UnknownAnswerError, match="0.000277778 hours"):
+        by_age.rate(answer.answer_id, "up")
