@@ -188,6 +188,7 @@ def bench_latency(settings, served: Served, rounds: int) -> dict:
                         break
                 for _ in lines:
                     pass
+        mix = bench_dev_mix(client, 1 if rounds >= 100 else 0)
     local_search = timed(lambda q: assistant.retriever.search(q, 5))
     local_ask = timed(lambda q: assistant.ask(q))
     return {
@@ -197,6 +198,34 @@ def bench_latency(settings, served: Served, rounds: int) -> dict:
         "ask_in_process": summary(local_ask),
         "first_sse_token": summary(first_token),
         "search_in_process_mean_ms": round(statistics.mean(local_search), 2),
+        "dev_mix": mix,
+    }
+
+
+def bench_dev_mix(client: httpx.Client, passes: int) -> dict:
+    """The dev split's questions as the load, every kind (Chinese, follow-ups with their history,
+    long paraphrases): /search of each question and /ask with its history, p50 / p95 by kind.
+    `passes` 0 (a smoke run): the first question of each kind, once."""
+    questions = [json.loads(line) for line in (ROOT / "eval" / "dev.jsonl").read_text().splitlines() if line]
+    if not passes:
+        questions = list({q["type"]: q for q in reversed(questions)}.values())
+    by_kind: dict[str, dict[str, list[float]]] = {}
+    client.post("/search", json={"query": questions[0]["question"]}).raise_for_status()  # warm
+    for q in questions * max(1, passes):
+        times = by_kind.setdefault(q["type"], {"search": [], "ask": []})
+        started = time.perf_counter()
+        client.post("/search", json={"query": q["question"]}).raise_for_status()
+        times["search"].append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        client.post("/ask", json={"question": q["question"], "history": q["history"]}).raise_for_status()
+        times["ask"].append((time.perf_counter() - started) * 1000)
+    every = {
+        "search": [t for k in by_kind.values() for t in k["search"]],
+        "ask": [t for k in by_kind.values() for t in k["ask"]],
+    }
+    return {
+        kind: {"questions": len(times["search"]), "search": summary(times["search"]), "ask": summary(times["ask"])}
+        for kind, times in {"all": every, **dict(sorted(by_kind.items()))}.items()
     }
 
 
@@ -343,6 +372,15 @@ def main(argv: list[str] | None = None) -> None:
         ("peak RSS serving", f"{report['peak_rss_mb_after_latency']} MB", "target <= 1024"),
         ("load limit (cores / in-process search)", f"{report['load_limit_req_per_s']} req/s", ""),
     ]
+    for kind, figures in lat["dev_mix"].items():
+        rows.append(
+            (
+                f"dev questions, {kind} ({figures['questions']}): /search, /ask p50 / p95",
+                f"{figures['search']['p50_ms']} / {figures['search']['p95_ms']} ms",
+                f"/ask {figures['ask']['p50_ms']} / {figures['ask']['p95_ms']} ms"
+                + (" (targets: /search p50 <= 10, p95 <= 25)" if kind == "all" else ""),
+            )
+        )
     for name, figures in report["load"].items():
         rows.append(
             (
