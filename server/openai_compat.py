@@ -208,9 +208,13 @@ def completion(content: str, model: str, tokens: dict, notes: list[dict] | None 
 def answer_completion(answer: Answer, page_url: str) -> tuple[str, dict]:
     """(the content, the extra fields) of a completion that carries an answer."""
     content = answer.text + sources_text(answer)
-    return content, {
+    return content, {"notes": url_citations(answer, content, page_url), **answer_fields(answer)}
+
+
+def answer_fields(answer: Answer) -> dict:
+    """What a completion carries of the answer besides its text, whole or as the last chunk."""
+    return {
         "answer_id": answer.answer_id,
-        "notes": url_citations(answer, content, page_url),
         "citations": [c.to_dict() for c in answer.citations],
         "abstained": answer.abstained,
         "confidence": answer.confidence,
@@ -261,11 +265,7 @@ class ChunkWriter:
         return out + self.chunk(
             {"annotations": notes} if notes else {},
             "stop",
-            answer_id=answer.answer_id,
-            citations=[c.to_dict() for c in answer.citations],
-            abstained=answer.abstained,
-            confidence=answer.confidence,
-            missing=answer.missing,
+            **answer_fields(answer),
         )
 
     def whole(self, content: str) -> str:
