@@ -103,12 +103,11 @@ class Assistant:
         self.settings = settings
         self.observer = observer
         self.retriever = Retriever(index, settings, exclude)
-        texts = index.sentence_texts()
-        self.generator = generator or make_generator(settings, texts)
+        self.generator = generator or make_generator(settings, index.lexicon)
         self.extractive = (
             self.generator
             if isinstance(self.generator, ExtractiveGenerator)
-            else ExtractiveGenerator(texts, settings.extractive)
+            else ExtractiveGenerator(index.lexicon, settings.extractive)
         )
         self.evidence = EvidenceModel(self.retriever.vocabulary, settings.evidence)
 
@@ -130,7 +129,7 @@ class Assistant:
             return question, None
         alone = self.retriever.search(question, k or self.settings.k)
         last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
-        discussed = [p for p in self.retriever.papers.values() if mentions(last_answer, p.name)]
+        discussed = self.retriever.named(last_answer)
         if self.stands_alone(question, alone, discussed, " ".join(t.get("content") or "" for t in history)):
             return question, alone
         rewrite = getattr(self.generator, "condense", None)  # a generator that can rewrite follow-ups (an LLM)
@@ -144,7 +143,7 @@ class Assistant:
         return " ".join([question, users[-1], *(p.name for p in discussed[:3])]), alone
 
     def stands_alone(self, question: str, alone: Retrieval, discussed: list, conversation: str) -> bool:
-        if any(mentions(question, p.name) for p in self.retriever.papers.values()):
+        if self.retriever.named(question):
             return True
         # A name the conversation never used ("What is AgentNoiseBench?" after talk of RoPE) is a
         # topic of the question's own, known to the corpus or not.

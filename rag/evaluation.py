@@ -179,7 +179,7 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
     from .stores import load_index
 
     index = load_index(settings)
-    generator = make_generator(settings, index.sentence_texts())
+    generator = make_generator(settings, index.lexicon)
     report: dict[str, Any] = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .config import EvidenceSettings
 from .corpus import Paper, mentions
-from .text import IDF, STOPWORDS, stems
+from .lexicon import Lexicon
+from .text import STOPWORDS, stems
 
 # Name-like words: an inner capital (nuScenes), a digit (QM9), two capitals (GRPO), or a
 # capital letter not at the start of the question (a proper name).
@@ -101,20 +103,27 @@ FEATURES = ("dense", "sentence", "coverage", "margin", "unknown_name", "elsewher
 
 
 class Vocabulary:
-    """Document frequencies of stems and the set of words over a set of papers."""
+    """What the evidence reads of the corpus: the document frequencies of stems and the known
+    words (the index's `Lexicon`, counted when it was built), and the stems of the few papers a
+    question retrieves, counted when first asked for."""
 
-    def __init__(self, papers: Iterable[Paper]):
-        self.paper_stems: dict[str, set[str]] = {}
-        self.words: set[str] = set()
-        texts = []
-        for paper in papers:
-            self.paper_stems[paper.paper_id] = stems(paper.text)
-            tokens = {t.lower() for t in _TOKEN.findall(paper.text)}
-            self.words |= tokens | {part for t in tokens for part in t.split("-")}
-            texts.append(paper.text.lower())
-        self.text = "\n".join(texts)  # for names inside longer words; one scan per name-like word
+    def __init__(self, lexicon: Lexicon, papers: Mapping[str, Paper]):
+        self.papers = papers
+        self.words = set(lexicon.words)
+        # Every known word once, for names inside longer words: one scan per name-like word of a
+        # question, over the vocabulary (which grows far slower than the papers).
+        self.text = "\n".join(self.words)
         # Over papers; 0.5 is the smoothing the evidence weights (Settings.evidence) were fitted with.
-        self.idf = IDF(self.paper_stems.values(), smoothing=0.5)
+        self.idf = lexicon.paper_idf(smoothing=0.5)
+        self._stems = lru_cache(maxsize=4096)(self._count_stems)
+
+    def _count_stems(self, paper_id: str) -> frozenset[str]:
+        paper = self.papers.get(paper_id)
+        return frozenset(stems(paper.text)) if paper is not None else frozenset()
+
+    def stems_of(self, paper_id: str) -> frozenset[str]:
+        """The stems of a paper's abstract (none for a paper not here)."""
+        return self._stems(paper_id)
 
     def shares(self, question_stems: set[str], paper_id: str) -> tuple[float, float]:
         """IDF-weighted shares of the question's stems: those the paper contains (its coverage),
@@ -122,7 +131,7 @@ class Vocabulary:
         total = self.idf.total(question_stems)
         if not total:
             return 0.0, 0.0
-        own = self.paper_stems.get(paper_id, set())
+        own = self.stems_of(paper_id)
         return (
             self.idf.total(question_stems & own) / total,
             self.idf.total(s for s in question_stems - own if s in self.idf) / total,
@@ -131,7 +140,7 @@ class Vocabulary:
     def found(self, word: str, paper_ids: list[str]) -> bool:
         """A question word is found in a paper when its stem is, or all parts of a hyphenated word are."""
         wanted = stems(word)
-        return any(wanted <= self.paper_stems.get(pid, set()) for pid in paper_ids) if wanted else True
+        return any(wanted <= self.stems_of(pid) for pid in paper_ids) if wanted else True
 
     def missing(self, question: str, paper_ids: list[str], naming: AbstractSet[str] = frozenset()) -> Missing | None:
         """What of the question none of the papers contains: its heaviest run of missing words

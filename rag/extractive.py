@@ -4,14 +4,15 @@ cover what the question asks, with no model and in milliseconds."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .citations import MARKER
 from .config import ExtractiveWeights
 from .corpus import mentions
+from .lexicon import Lexicon
 from .retrieval import Hit
-from .text import IDF, asks_for_several, is_cjk, stems
+from .text import asks_for_several, is_cjk, stems
 
 _WHICH = re.compile(
     r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
@@ -101,12 +102,12 @@ class ExtractiveGenerator:
 
     name = "extractive"
 
-    def __init__(self, sentences: Sequence[str] = (), weights: ExtractiveWeights | None = None):
-        """`sentences`: the corpus's sentences, to weight question words by rarity (IDF), so that
-        "GRPO" or "RMSE" in a question counts for more than "method"."""
+    def __init__(self, lexicon: Lexicon | None = None, weights: ExtractiveWeights | None = None):
+        """`lexicon`: the corpus's word counts over its sentences, to weight question words by
+        rarity (IDF), so that "GRPO" or "RMSE" in a question counts for more than "method"."""
         self.weights = weights or ExtractiveWeights()
         # Over sentences; scikit-learn's smooth IDF (every word weighs 1 or more): ExtractiveWeights were tuned on it.
-        self.idf = IDF((stems(sentence) for sentence in sentences), smoothing=1, offset=1)
+        self.idf = (lexicon or Lexicon.empty()).sentence_idf(smoothing=1, offset=1)
 
     def overlap(self, question_stems: set[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
         """IDF-weighted share of the question's words that the sentence contains. A word found in

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from .config import Settings
 from .extractive import ExtractiveGenerator
+from .lexicon import Lexicon
 from .llm import LLMGenerator
 from .retrieval import Hit
 
@@ -23,9 +24,9 @@ class Generator(Protocol):
     def stream(self, question: str, sources: list[Hit]) -> Iterator[str]: ...
 
 
-def make_generator(settings: Settings, sentences: list[str]) -> Generator:
+def make_generator(settings: Settings, lexicon: Lexicon | None = None) -> Generator:
     """The generator the settings ask for; `auto` means the LLM only when an endpoint is set.
-    `sentences` (the corpus's) serve the extractive generator's word weights."""
+    `lexicon` (the index's word counts) serves the extractive generator's word weights."""
     if settings.generator == "llm" or (settings.generator == "auto" and settings.llm_base_url):
         return LLMGenerator(settings)
-    return ExtractiveGenerator(sentences, settings.extractive)
+    return ExtractiveGenerator(lexicon, settings.extractive)

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .config import Settings
-from .corpus import Paper, mentions
+from .corpus import Paper
 from .errors import QueryError
 from .evidence import Vocabulary
+from .lexicon import NameFinder
 from .limits import MAX_K
 from .stores.base import Ranked, SearchIndex, SentenceRows
 from .text import is_cjk, stems
@@ -68,7 +69,15 @@ class Retriever:
         self.index = index
         self.settings = settings
         self.papers = {p.paper_id: p for p in index.corpus.papers if p.paper_id not in exclude}
-        self.vocabulary = Vocabulary(self.papers.values())
+        self._order = {pid: position for position, pid in enumerate(self.papers)}
+        absent = [index.corpus.by_id[pid] for pid in exclude if pid in index.corpus.by_id]
+        lexicon = index.lexicon.without(absent) if absent else index.lexicon
+        self.vocabulary = Vocabulary(lexicon, self.papers)
+        self.names = NameFinder(self.papers.values())
+
+    def named(self, text: str) -> list[Paper]:
+        """The papers whose name `text` mentions, in corpus order (one scan of `text`, at any corpus size)."""
+        return [self.papers[pid] for pid in sorted(self.names.named(text), key=self._order.__getitem__)]
 
     def search(self, query: str, k: int | None = None) -> Retrieval:
         query = " ".join((query or "").split())
@@ -104,8 +113,7 @@ class Retriever:
                 rankings.append((weight, bm25))
 
         # A paper the query names ("What is ImpQuant?") ranks first in one more list.
-        named = [pid for pid, paper in self.papers.items() if mentions(query, paper.name)]
-        rankings.append((1.0, {pid: (1, 1.0) for pid in named}))
+        rankings.append((1.0, {paper.paper_id: (1, 1.0) for paper in self.named(query)}))
 
         fused: dict[str, float] = {}
         for weight, ranking in rankings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 import Stemmer
@@ -46,23 +46,20 @@ def stems(text: str) -> set[str]:
 
 
 class IDF:
-    """Inverse document frequency of terms over a set of documents:
-    log((documents + 1) / (df + smoothing)) + offset. A term no document has weighs as df = 0,
-    the most: a word the corpus has never seen is the rarest there is.
+    """Inverse document frequency of terms: log((documents + 1) / (df + smoothing)) + offset. A
+    term no document has weighs as df = 0, the most: a word the corpus has never seen is the
+    rarest there is.
 
-    `documents`: the terms of each document (a set each); `smoothing` and `offset` are the
-    caller's, since the weights built on top of each IDF were tuned with them.
+    `frequency`: term -> documents that contain it (rag/lexicon.py counts them when indexing);
+    `smoothing` and `offset` are the caller's, since the weights built on top of each IDF were
+    tuned with them.
     """
 
-    def __init__(self, documents: Iterable[Iterable[str]], *, smoothing: float, offset: float = 0.0):
-        frequency: dict[str, int] = {}
-        count = 0
-        for terms in documents:
-            count += 1
-            for term in terms:
-                frequency[term] = frequency.get(term, 0) + 1
-        self._weights = {term: math.log((count + 1) / (df + smoothing)) + offset for term, df in frequency.items()}
-        self.unseen = math.log((count + 1) / smoothing) + offset
+    def __init__(self, frequency: Mapping[str, int], documents: int, *, smoothing: float, offset: float = 0.0):
+        self._weights = {
+            term: math.log((documents + 1) / (df + smoothing)) + offset for term, df in frequency.items() if df > 0
+        }
+        self.unseen = math.log((documents + 1) / smoothing) + offset
 
     def __contains__(self, term: str) -> bool:
         """Some document has the term."""

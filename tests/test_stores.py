@@ -12,6 +12,7 @@ from rag.chunking import split_sentences
 from rag.config import Settings
 from rag.corpus import load_corpus
 from rag.errors import CorpusError, IndexStaleError
+from rag.lexicon import Lexicon
 from rag.stores import add_seed_texts, index_seeds, load_index, open_index, store_for
 from rag.stores.base import Ranked
 
@@ -70,7 +71,8 @@ def test_rankings_and_sentences_come_from_the_papers(settings):
     rows = index.sentences_of([paper.paper_id])[paper.paper_id]
     assert rows.texts == [s.text for s in split_sentences(paper)]
     assert rows.vectors.shape[0] == len(rows.texts) and rows.multilingual is None
-    assert sentence in index.sentence_texts()
+    sentences = [s.text for p in index.corpus.papers for s in split_sentences(p)]
+    assert index.lexicon == Lexicon.count(index.corpus.papers, sentences)  # what the statistics read
 
 
 def test_an_add_is_published_whole_and_once(settings):
@@ -81,6 +83,7 @@ def test_an_add_is_published_whole_and_once(settings):
     after = load_index(settings)
     assert after.corpus.get(added.added[0].paper_id) is not None
     assert len(after.corpus) == len(before.corpus) + 1
+    assert after.lexicon.papers == before.lexicon.papers + 1  # the added paper's words are counted
     again = add_seed_texts(settings, [("again.txt", new_abstract(settings.vector_store))])
     assert again.build is None and not again.added and len(again.duplicates) == 1
     assert load_index(settings).version == after.version

@@ -25,13 +25,14 @@ from ..config import Settings
 from ..corpus import Corpus, Paper, parse_seed
 from ..embedding import MULTILINGUAL_MODEL, cached_encoder_path
 from ..errors import IndexStaleError
+from ..lexicon import Lexicon
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
 
     from ..ray_embedding import RayEmbedding
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a FAISS build stores its Lexicon (lexicon.json)
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 
@@ -58,6 +59,7 @@ class SearchIndex(Protocol):
     store: str  # the store's registry name, for /health
     manifest: dict  # parameters (model, chunking) and counts of what was built
     corpus: Corpus
+    lexicon: Lexicon  # the corpus's word counts (evidence, the extractive answer's word weights)
     embedder: BaseEmbedding  # the English model, for questions
     multilingual_embedder: BaseEmbedding | None
 
@@ -83,9 +85,6 @@ class SearchIndex(Protocol):
 
     def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
         """Each paper's sentences and their vectors."""
-
-    def sentence_texts(self) -> list[str]:
-        """Every sentence of the corpus (the extractive scorer's word statistics)."""
 
 
 @dataclass

@@ -25,9 +25,10 @@ from ...embedding import (
     load_multilingual_embedder,
     tokenizer_of,
 )
+from ...lexicon import Lexicon
 from ..base import KnownVectors, expected_parameters, exported_encoder, pause_point, vector_index_kind
 from . import folders
-from .reader import LoadedIndex
+from .reader import LEXICON, LoadedIndex
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
@@ -225,6 +226,7 @@ def _write_contents(work: Path, corpus: Corpus, nodes: list, sentences: list[Sen
 
 
 def _write_tables(work: Path, corpus: Corpus, sentences: list[Sentence]) -> None:
+    Lexicon.count(corpus.papers, (s.text for s in sentences)).save(work / LEXICON)
     (work / "sentences.json").write_text(
         json.dumps([[s.paper_id, s.text, list(s.span)] for s in sentences], ensure_ascii=False)
     )

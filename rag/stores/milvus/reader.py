@@ -14,6 +14,7 @@ from ...chunking import split_sentences
 from ...config import Settings
 from ...corpus import Corpus
 from ...embedding import cached_query_encoder, load_multilingual_embedder
+from ...lexicon import Lexicon
 from ..base import Ranked, SentenceRows, check_parameters, exported_encoder
 from .collections import (
     NOT_LOADED,
@@ -79,6 +80,8 @@ class MilvusIndex:
         self.settings = settings
         self.manifest = manifest
         self.corpus = corpus
+        # Counted here, from the paper table: a Milvus collection stores no word counts.
+        self.lexicon = Lexicon.count(corpus.papers, (s.text for p in corpus.papers for s in split_sentences(p)))
         self.embedder = embedder
         self.multilingual_embedder = multilingual_embedder
         self.names = Names(settings.milvus_collection, manifest["generation"])
@@ -165,9 +168,6 @@ class MilvusIndex:
             out[pid] = SentenceRows([r["text"] for r in found], dense, multilingual)
             _SENTENCES.put((self.names.generation, pid), out[pid])
         return {pid: out[pid] for pid in wanted}
-
-    def sentence_texts(self) -> list[str]:
-        return [s.text for p in self.corpus.papers for s in split_sentences(p)]
 
 
 def load(settings: Settings, check: bool = True) -> MilvusIndex:
