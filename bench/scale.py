@@ -117,6 +117,7 @@ class Served:
 
     def __init__(self, env: dict, log: Path):
         self.url = f"http://127.0.0.1:{free_port()}"
+        started = time.perf_counter()
         with open(log, "w") as out:
             self.proc = subprocess.Popen(
                 [
@@ -141,6 +142,7 @@ class Served:
         while True:
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    self.start_s = time.perf_counter() - started  # process start to healthy
                     return
             except httpx.TransportError:
                 pass
@@ -451,7 +453,23 @@ def main() -> None:
     parser.add_argument("--ray-papers", type=int, default=300, help="synthetic abstracts the Ray runs embed")
     parser.add_argument("--rounds", type=int, default=200, help="/search requests per server")
     parser.add_argument("--build-rounds", type=int, default=3, help="rebuilds and encoder runs (medians)")
+    parser.add_argument(
+        "--search", action="store_true", help="only /search at 86 and --papers synthetic papers (bench/scale_search.py)"
+    )
+    parser.add_argument("--papers", type=int, default=100_000, help="synthetic papers for --search")
+    parser.add_argument("--no-milvus", action="store_true", help="--search: FAISS only")
+    parser.add_argument("--seed-index", type=Path, default=ROOT / "index", help="--search: an index of the seeds")
+    parser.add_argument("--out", type=Path, help="--search: results file (default bench/results/scale-search-N.json)")
     args = parser.parse_args()
+    if args.search:
+        import scale_search
+
+        results = scale_search.run(args.papers, args.rounds, not args.no_milvus, args.seed_index)
+        out = args.out or ROOT / "bench" / "results" / f"scale-search-{args.papers}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        scale_search.report(results)
+        return
     work = Path(tempfile.mkdtemp(prefix="scale-"))
     results: dict = {}
     milvus = MilvusServer(work / "milvus")

@@ -53,6 +53,23 @@ def test_faiss_scale_smoke(tmp_path):
     assert entry["recommended"] and "recommended:" in printed
 
 
+def test_search_at_size_smoke(index_dir, tmp_path):
+    out = tmp_path / "scale.json"
+    printed = run(
+        "scale.py", "--search", "--papers", "300", "--rounds", "20", "--no-milvus",
+        "--seed-index", str(index_dir), "--out", str(out),
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    last = printed.strip().splitlines()[-1]
+    assert last.startswith("search p50: 86 papers ") and ", 300 papers " in last and ", ratio " in last
+    for label in ("86", "300"):
+        served = report[label]["faiss"]
+        assert 0 < served["p50_ms"] <= served["p95_ms"] < 5000 and 0 < served["start_s"] < 120
+        assert 100 < served["VmRSS_mb"] < 4096 and report[label]["index_mb"] > 0
+        assert report[label]["build_peak_rss_mb"] > 100
+    assert report["300"]["index_mb"] > report["86"]["index_mb"]
+
+
 def test_profile_smoke(index_dir, tmp_path):
     py_spy = Path(sys.executable).with_name("py-spy")
     if not py_spy.exists():

@@ -192,7 +192,7 @@ def test_hand_edits_are_caught_up_to_what_a_full_rebuild_gives(workspace, tmp_pa
     assert report.caught_up and report.added == len(new_ids)
     assert report.removed == len(old) - (len(target) - len(new_ids))
     caught_up = load_index(settings)
-    chunks_of_new = sum(n.metadata["paper_id"] in new_ids for n in caught_up.dense.docstore.docs.values())
+    chunks_of_new = sum(pid in new_ids for pid in caught_up.dense.paper_ids)
     sentences_of_new = sum(s.paper_id in new_ids for s in caught_up.sentences)
     assert caught_up.manifest["embedded"] == {"chunks": chunks_of_new, "sentences": sentences_of_new}
 

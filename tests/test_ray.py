@@ -112,14 +112,8 @@ def test_index_on_a_two_node_ray_cluster(tmp_path, loaded_index):
             assert np.all(np.sum(rows.vectors * expected[pid].vectors, axis=1) >= 0.9999)
 
     # And the chunk vectors that are searched, in FAISS and in Milvus.
-    def chunk_vectors(faiss_index) -> dict[str, np.ndarray]:
-        stored = faiss_index.dense.vector_store.client
-        return {
-            node_id: stored.reconstruct(int(pos)) for pos, node_id in faiss_index.dense.index_struct.nodes_dict.items()
-        }
-
-    single = chunk_vectors(loaded_index)
-    ray_chunks = chunk_vectors(on_ray)
+    single = loaded_index.dense.vectors()
+    ray_chunks = on_ray.dense.vectors()
     milvus_chunks = {
         row["id"]: np.asarray(row["dense"])
         for row in on_milvus.client.query(

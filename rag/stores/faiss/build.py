@@ -28,7 +28,7 @@ from ...embedding import (
 from ...lexicon import Lexicon
 from ..base import KnownVectors, expected_parameters, exported_encoder, pause_point, vector_index_kind
 from . import folders
-from .reader import LEXICON, LoadedIndex
+from .reader import CHUNKS, LEXICON, LoadedIndex
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
@@ -65,6 +65,10 @@ def build_vector_index(
     store = FaissVectorStore(faiss_index=faiss_index)
     context = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex(nodes, storage_context=context, embed_model=embed_model, show_progress=show_progress)
+    # The reader maps FAISS rows to chunks by chunks.json, written in the order of `nodes`.
+    rows = index.index_struct.nodes_dict
+    if [rows.get(str(i)) for i in range(len(nodes))] != [n.id_ for n in nodes]:
+        raise RuntimeError("LlamaIndex stored the chunks out of order")
     context.persist(persist_dir=str(directory))
     return index
 
@@ -75,11 +79,7 @@ def known_vectors(previous: LoadedIndex | None) -> KnownVectors:
         return KnownVectors()
 
     def chunks(index) -> dict[str, np.ndarray]:
-        if index is None:
-            return {}
-        stored = index.vector_store.client  # the FAISS index; flat and HNSW both reconstruct
-        vectors = stored.reconstruct_n(0, stored.ntotal)
-        return {node_id: vectors[int(position)] for position, node_id in index.index_struct.nodes_dict.items()}
+        return {} if index is None else index.vectors()
 
     def sentences(matrix) -> dict[Sentence, np.ndarray]:
         return {} if matrix is None else dict(zip(previous.sentences, matrix, strict=True))
@@ -216,6 +216,9 @@ def _write_contents(work: Path, corpus: Corpus, nodes: list, sentences: list[Sen
         str(work / "bm25"), show_progress=False
     )
     _write_tables(work, corpus, sentences)
+    (work / CHUNKS).write_text(
+        json.dumps({"ids": [n.id_ for n in nodes], "papers": [n.metadata["paper_id"] for n in nodes]})
+    )
     return {
         "corpus_hash": corpus.content_hash,
         "papers": len(corpus),

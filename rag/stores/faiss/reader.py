@@ -4,6 +4,7 @@ Files of a build (besides the manifest, rag/stores/faiss/folders.py):
 
     papers.json                   the papers the index holds
     dense/                        LlamaIndex storage: docstore + FAISS (English model)
+    chunks.json                   the chunk and paper of each FAISS and BM25 row
     multilingual/                 the same for multilingual-e5 (when enabled)
     bm25/                         bm25s through LlamaIndex's BM25Retriever
     sentences.json, sentences*.npy   sentences and their vectors, for snippets and answers
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import groupby
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,10 +35,31 @@ from .folders import current_build, read_manifest
 
 LEXICON = "lexicon.json"
 
+CHUNKS = "chunks.json"
+
 if TYPE_CHECKING:
-    from llama_index.core import VectorStoreIndex
     from llama_index.core.embeddings import BaseEmbedding
     from llama_index.retrievers.bm25 import BM25Retriever
+
+
+@dataclass
+class ChunkIndex:
+    """A FAISS index of chunk vectors as LlamaIndex persisted it, and which chunk (and paper)
+    each of its rows is. A question needs only row -> paper: reading LlamaIndex's docstore and
+    index store to get there cost a replica 34 s at start and most of its 3.9 GB at 100,000
+    papers (bench/scale.py --search), so they are written at build time and not read here."""
+
+    faiss: Any
+    chunk_ids: list[str]
+    paper_ids: list[str]
+
+    def search(self, vector, k: int) -> list[Ranked]:
+        scores, rows = self.faiss.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
+        return [Ranked(self.paper_ids[r], float(s)) for r, s in zip(rows[0], scores[0], strict=True) if r >= 0]
+
+    def vectors(self) -> dict[str, np.ndarray]:
+        """Every chunk's vector, by chunk id (flat and HNSW both reconstruct)."""
+        return dict(zip(self.chunk_ids, self.faiss.reconstruct_n(0, self.faiss.ntotal), strict=True))
 
 
 @dataclass
@@ -48,9 +70,9 @@ class LoadedIndex:
     manifest: dict
     corpus: Corpus
     lexicon: Lexicon
-    dense: VectorStoreIndex
-    bm25: BM25Retriever
-    multilingual: VectorStoreIndex | None
+    dense: ChunkIndex
+    bm25: BM25Retriever  # its bm25s model, read without the corpus it was saved with
+    multilingual: ChunkIndex | None
     sentences: list[Sentence]
     sentence_vectors: np.ndarray
     multilingual_sentence_vectors: np.ndarray | None
@@ -81,19 +103,20 @@ class LoadedIndex:
         return rows
 
     def dense_ranking(self, vector, k: int, multilingual: bool) -> list[Ranked]:
-        from llama_index.core.schema import QueryBundle
-
         index = self.multilingual if multilingual and self.multilingual is not None else self.dense
-        nodes = index.as_retriever(similarity_top_k=k).retrieve(QueryBundle("", embedding=list(vector)))
-        return [Ranked(n.node.metadata["paper_id"], float(n.score or 0.0)) for n in nodes]
+        return index.search(vector, k)
 
     def bm25_ranking(self, query: str, k: int) -> list[Ranked]:
-        from llama_index.core.schema import QueryBundle
+        """What LlamaIndex's BM25Retriever.retrieve does, with the row's paper id in place of
+        the node it would rebuild from the saved corpus."""
+        import bm25s
 
-        self.bm25.similarity_top_k = min(k, self.chunks)
-        return [
-            Ranked(n.node.metadata["paper_id"], float(n.score or 0.0)) for n in self.bm25.retrieve(QueryBundle(query))
-        ]
+        r = self.bm25
+        tokens = bm25s.tokenize(
+            query, stemmer=None if r.skip_stemming else r.stemmer, token_pattern=r.token_pattern, show_progress=False
+        )
+        rows, scores = r.bm25.retrieve(tokens, k=min(k, self.chunks), show_progress=False)
+        return [Ranked(self.dense.paper_ids[int(i)], float(s)) for i, s in zip(rows[0], scores[0], strict=True)]
 
     def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
         out = {}
@@ -108,19 +131,26 @@ class LoadedIndex:
         return out
 
 
-def _load_vector_index(directory: Path, embed_model: BaseEmbedding) -> VectorStoreIndex:
-    from llama_index.core import StorageContext, load_index_from_storage
+def _load_chunks(directory: Path, chunks: dict) -> ChunkIndex:
     from llama_index.vector_stores.faiss import FaissVectorStore
 
-    store = FaissVectorStore.from_persist_dir(str(directory))
-    context = StorageContext.from_defaults(vector_store=store, persist_dir=str(directory))
-    return cast("VectorStoreIndex", load_index_from_storage(context, embed_model=embed_model))  # what was persisted
+    index = FaissVectorStore.from_persist_dir(str(directory)).client
+    if index.ntotal != len(chunks["ids"]):
+        raise ValueError(f"{directory}: {index.ntotal} vectors for {len(chunks['ids'])} chunks")
+    return ChunkIndex(index, chunks["ids"], chunks["papers"])
+
+
+def _load_bm25(directory: Path) -> BM25Retriever:
+    import bm25s
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    saved = json.loads((directory / "retriever.json").read_text())
+    return BM25Retriever(existing_bm25=bm25s.BM25.load(str(directory), load_corpus=False, mmap=True), **saved)
 
 
 def load_index(settings: Settings, corpus: Corpus | None = None, check: bool = True) -> LoadedIndex:
     """Load the current build; with `corpus`, also check that it was built from it."""
     import faiss
-    from llama_index.retrievers.bm25 import BM25Retriever
 
     # One query per request: splitting it over both cores makes each query wait for a busy
     # core under load (bench/faiss_scale.py: 16 ms instead of 0.26 ms at 10k vectors).
@@ -137,8 +167,9 @@ def load_index(settings: Settings, corpus: Corpus | None = None, check: bool = T
         digest = manifest.get("files", {}).get(QUERY_ENCODER, {}).get("sha256")
         embedder = load_query_embedder(build / QUERY_ENCODER, settings.embedding_model, digest)
         configure_llama_index(embedder)
-        dense = _load_vector_index(build / "dense", embedder)
-        bm25 = BM25Retriever.from_persist_dir(str(build / "bm25"))
+        chunks = json.loads((build / CHUNKS).read_text())
+        dense = _load_chunks(build / "dense", chunks)
+        bm25 = _load_bm25(build / "bm25")
         lexicon = Lexicon.load(build / LEXICON)
         sentences = [
             Sentence(pid, text, tuple(span)) for pid, text, span in json.loads((build / "sentences.json").read_text())
@@ -149,7 +180,7 @@ def load_index(settings: Settings, corpus: Corpus | None = None, check: bool = T
         multilingual = multilingual_vectors = multilingual_embedder = None
         if settings.multilingual:
             multilingual_embedder = load_multilingual_embedder()
-            multilingual = _load_vector_index(build / "multilingual", multilingual_embedder)
+            multilingual = _load_chunks(build / "multilingual", chunks)
             multilingual_vectors = np.load(build / "sentences_multilingual.npy", mmap_mode="r")
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise IndexCorruptError(f"{build}: cannot be loaded ({exc}); {REBUILD_HINT}") from exc
