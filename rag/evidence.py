@@ -33,12 +33,11 @@ from functools import lru_cache
 from .config import EvidenceSettings
 from .corpus import Paper, mentions
 from .lexicon import Lexicon
-from .text import STOPWORDS, stems
+from .text import HYPHENATED_WORD, STOPWORDS, stems
 
 # Name-like words: an inner capital (nuScenes), a digit (QM9), two capitals (GRPO), or a
 # capital letter not at the start of the question (a proper name).
 _NAME_LIKE = re.compile(r"[A-Za-z]*[a-z][A-Z][\w-]*|[A-Za-z]+\d[\w-]*|[A-Z]{2,}[\w-]*|[A-Z][a-z][\w-]*")
-_TOKEN = re.compile(r"[\w-]+")
 # A question's words, hyphenated ones whole ("reinforcement-learning"), and the punctuation between them.
 _QUESTION_TOKEN = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
 # Words that shape a question rather than name what it asks about: never "the part not found".
@@ -53,7 +52,9 @@ QUESTION_WORDS = frozenset(
 
 def name_like(question: str) -> list[str]:
     """The words of a question that look like names (not its first word, which is capitalised anyway)."""
-    return [m.group(0) for m in _TOKEN.finditer(question) if m.start() > 0 and _NAME_LIKE.fullmatch(m.group(0))]
+    return [
+        m.group(0) for m in HYPHENATED_WORD.finditer(question) if m.start() > 0 and _NAME_LIKE.fullmatch(m.group(0))
+    ]
 
 
 def question_phrases(question: str) -> list[list[str]]:

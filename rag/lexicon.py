@@ -10,22 +10,19 @@ re-reading every abstract at start.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .corpus import Paper
-from .text import IDF, stems
-
-_TOKEN = re.compile(r"[\w-]+")
+from .text import HYPHENATED_WORD, IDF, stems
 
 
 def words_of(text: str) -> set[str]:
     """The lowercased words of `text` and the parts of its hyphenated ones ("LLM-generated" ->
     llm-generated, llm, generated): what a name in a question is looked up against."""
-    tokens = {t.lower() for t in _TOKEN.findall(text)}
+    tokens = {t.lower() for t in HYPHENATED_WORD.findall(text)}
     return tokens | {part for t in tokens for part in t.split("-")}
 
 

@@ -15,6 +15,9 @@ import Stemmer
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# A word with its hyphens ("LLM-generated"): how a question's name-like words and the corpus's
+# known words (rag/lexicon.py) are cut, so that one is looked up in the other.
+HYPHENATED_WORD = re.compile(r"[\w-]+")
 STOPWORDS = frozenset(
     """a an the of in on for to and or but with by from as at is are was were be been being this that these
     those it its they their them we our us you your i he she his her which what who whom whose how why when
