@@ -106,10 +106,10 @@ class VectorsOf:
     """A build's `remote`: every vector taken from an existing FAISS build (no model runs)."""
 
     def __init__(self, index):
-        self.known = known_vectors(index)
+        self.index = index
 
     def vectors(self, nodes, sentences, settings, known, encoder=None) -> KnownVectors:
-        return self.known
+        return known_vectors(self.index, nodes, sentences)
 
 
 class Served:

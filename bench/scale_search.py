@@ -45,10 +45,13 @@ NOISE = 0.025  # per dimension: |noise| ~ 0.49 against unit vectors, cosine ~ 0.
 def seed_sentences(seed_index: Path) -> tuple[list[str], np.ndarray]:
     """The seed abstracts' sentences and their English vectors, read from the files of an index
     of the seeds (no model loaded: the build's peak RSS is the build's own)."""
+    from rag.corpus import Paper
     from rag.stores.faiss.folders import current_build
+    from rag.stores.faiss.sentences import SENTENCES, SentenceTable
 
     build = current_build(Settings(index_dir=seed_index, seeds_dir=SEEDS))
-    texts = [text for _, text, _ in json.loads((build / "sentences.json").read_text())]
+    papers = [Paper(**p) for p in json.loads((build / "papers.json").read_text())["papers"]]
+    texts = [s.text for s in SentenceTable.load(build / SENTENCES, papers).sentences(papers)]
     return texts, np.load(build / "sentences.npy")
 
 

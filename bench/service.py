@@ -121,7 +121,7 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
     from rag.chunking import chunk_papers
     from rag.corpus import load_corpus
     from rag.embedding import load_embedder, resolve_model_path
-    from rag.stores.faiss.build import build_index, build_vector_index, make_faiss_index
+    from rag.stores.faiss.build import EncoderTables, build_index
 
     corpus = load_corpus(settings.seeds_dir)
     embedder = load_embedder(settings.embedding_model)
@@ -135,7 +135,9 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
     raw_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        build_vector_index(nodes, embedder, Path(tmp) / "dense", False, make_faiss_index(384, "flat", settings))
+        dense = EncoderTables(embedder, Path(tmp) / "sentences.npy", 0, settings)
+        dense.add(nodes, [], {}, {})
+        dense.finish(Path(tmp) / "dense", "flat", [n.id_ for n in nodes])
         ours_s = time.perf_counter() - started
     figures = {
         "chunks": len(texts),

@@ -56,7 +56,8 @@ _sentence_tokenizer = None
 
 
 def split_sentences(paper: Paper) -> list[Sentence]:
-    """The paper's sentences with their character spans (NLTK punkt, bundled with LlamaIndex)."""
+    """The paper's sentences with their character spans (NLTK punkt, bundled with LlamaIndex);
+    a sentence is always its span of the text, which is all a build stores of it."""
     global _sentence_tokenizer
     if _sentence_tokenizer is None:
         _sentence_tokenizer = split_by_sentence_tokenizer()
@@ -66,8 +67,9 @@ def split_sentences(paper: Paper) -> list[Sentence]:
         if not text:
             continue
         start = paper.text.find(text, cursor)
-        if start < 0:
+        if start < 0:  # never seen (punkt's pieces are slices of the text); the span stays the text
             start = cursor
-        sentences.append(Sentence(paper.paper_id, text, (start, start + len(text))))
-        cursor = start + len(text)
+        end = min(start + len(text), len(paper.text))
+        sentences.append(Sentence(paper.paper_id, paper.text[start:end], (start, end)))
+        cursor = end
     return sentences

@@ -248,6 +248,13 @@ class Settings(BaseSettings):
     )
     hnsw_above: int = Field(50_000, ge=1, description="Vector count from which `auto` picks HNSW.")
     hnsw_ef_search: int = Field(128, ge=8, le=4096, description="HNSW search breadth (recall 0.99 at 1M in bench).")
+    build_batch: int = Field(
+        5_000,
+        ge=1,
+        le=1_000_000,
+        description="Papers a FAISS build chunks, embeds and writes at a time: what bounds its memory "
+        "(a batch's texts and vectors; bench/scale.py --search reports the peak).",
+    )
 
     # retrieval
     k: int = Field(5, ge=1, le=MAX_K)

@@ -229,3 +229,29 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     np.testing.assert_allclose(
         np.load(os.path.join(first, "sentences.npy")), np.load(os.path.join(second, "sentences.npy")), atol=1e-6
     )
+
+
+def test_a_build_written_a_few_papers_at_a_time_equals_one_written_at_once(tmp_path, small_seeds):
+    """Batches bound a build's memory (`build_batch`); they must not change what is built, the
+    flat index made HNSW at the end included."""
+    corpus = load_corpus(small_seeds)
+    builds = {}
+    for batch in (len(corpus), 4):
+        settings = small_settings(tmp_path / str(batch), small_seeds).model_copy(
+            update={"build_batch": batch, "hnsw_above": 10}
+        )
+        build_index(corpus, settings)
+        builds[batch] = load_index(settings, corpus)
+    whole, batched = builds[len(corpus)], builds[4]
+    assert len(corpus) > 4 * 3  # several batches
+    assert batched.manifest["index_kind"] == "hnsw" and batched.manifest["chunks"] == whole.manifest["chunks"]
+    assert batched.dense.paper_ids == whole.dense.paper_ids
+    vectors = batched.dense.vectors()
+    for chunk_id, vector in whole.dense.vectors().items():
+        assert np.dot(vector, vectors[chunk_id]) > 0.9999
+    assert batched.sentences == whole.sentences
+    assert np.allclose(batched.sentence_vectors, whole.sentence_vectors, atol=1e-5)
+    assert batched.lexicon == whole.lexicon
+    question = "rotary embeddings for vision transformers"
+    ranked = [[h.paper.paper_id for h in Retriever(i, settings).search(question, 5).hits] for i in (whole, batched)]
+    assert ranked[0] == ranked[1]

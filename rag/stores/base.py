@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from ..ray_embedding import RayEmbedding
 
-FORMAT_VERSION = 2  # 2: a FAISS build stores its Lexicon (lexicon.json) and its rows' chunks (chunks.json)
+FORMAT_VERSION = 3  # 3: a FAISS build stores its sentences as spans (sentences.npz); 2: its Lexicon and rows
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 

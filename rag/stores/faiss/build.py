@@ -1,17 +1,21 @@
-"""Writing a FAISS build: chunks and sentences embedded (reusing a previous build's vectors),
-FAISS through LlamaIndex, BM25, the paper and sentence tables, then sealed and published."""
+"""Writing a FAISS build: the papers a batch at a time (chunked, given the vectors a previous
+build has, the rest embedded, written into FAISS through LlamaIndex and appended to the sentence
+vectors), then BM25, the paper, chunk and sentence tables and the word counts; sealed
+and published."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
+from tqdm import tqdm
 
 from ...chunking import Sentence, chunk_papers, split_sentences
 from ...config import Settings
@@ -29,6 +33,9 @@ from ...lexicon import Lexicon
 from ..base import KnownVectors, expected_parameters, exported_encoder, pause_point, vector_index_kind
 from . import folders
 from .reader import CHUNKS, LEXICON, LoadedIndex
+from .sentences import SENTENCES, SentenceTable
+
+HNSW_INSERT_ROWS = 50_000  # vectors copied from the flat index into HNSW at a time (75 MB at 384 d)
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
@@ -48,56 +55,144 @@ def make_faiss_index(dimensions: int, kind: str, settings: Settings):
     return faiss.IndexFlatIP(dimensions)
 
 
-def build_vector_index(
-    nodes,
-    embed_model: BaseEmbedding,
-    directory: Path,
-    show_progress: bool,
-    faiss_index,
-    known: dict[str, np.ndarray] | None = None,
-):
-    """Embed and store `nodes`; a node whose vector `known` holds (by node id) is not embedded again."""
-    from llama_index.core import StorageContext, VectorStoreIndex
-    from llama_index.vector_stores.faiss import FaissVectorStore
+class EncoderTables:
+    """One encoder's part of a build, written a batch of papers at a time: chunk vectors into FAISS
+    through LlamaIndex (`VectorStoreIndex.insert_nodes`), sentence vectors appended to a .npy, so
+    that a build holds one batch of vectors at a time. FAISS is flat while it fills and
+    is made HNSW at `finish` when `vector_index_kind` says so (the number of chunks is known only
+    once every paper is chunked)."""
 
-    known = known or {}
-    nodes = [n.model_copy(update={"embedding": known[n.id_].tolist()}) if n.id_ in known else n for n in nodes]
-    store = FaissVectorStore(faiss_index=faiss_index)
-    context = StorageContext.from_defaults(vector_store=store)
-    index = VectorStoreIndex(nodes, storage_context=context, embed_model=embed_model, show_progress=show_progress)
-    # The reader maps FAISS rows to chunks by chunks.json, written in the order of `nodes`.
-    rows = index.index_struct.nodes_dict
-    if [rows.get(str(i)) for i in range(len(nodes))] != [n.id_ for n in nodes]:
-        raise RuntimeError("LlamaIndex stored the chunks out of order")
-    context.persist(persist_dir=str(directory))
-    return index
+    sentence_file: BinaryIO
+
+    def __init__(self, embed_model: BaseEmbedding, sentences_path: Path, sentences: int, settings: Settings):
+        from llama_index.core import StorageContext, VectorStoreIndex
+        from llama_index.vector_stores.faiss import FaissVectorStore
+
+        dimensions = len(embed_model.get_text_embedding("dimension probe"))
+        self.embed_model = embed_model
+        self.settings = settings
+        self.context = StorageContext.from_defaults(
+            vector_store=FaissVectorStore(faiss_index=make_faiss_index(dimensions, "flat", settings))
+        )
+        self.index = VectorStoreIndex([], storage_context=self.context, embed_model=embed_model)
+        self.dimensions = dimensions
+        # Written in row order through the file, not a memory map: the rows go to the page cache,
+        # not into this process's memory (a map's written pages count in its RSS: 1.1 GB at 100,000).
+        self.sentences = sentences
+        self.sentence_file = sentences_path.open("wb")
+        np.lib.format.write_array_header_1_0(
+            self.sentence_file, {"descr": "<f4", "fortran_order": False, "shape": (sentences, dimensions)}
+        )
+        self.row = 0
+
+    def add(self, nodes: list, sentences: list[Sentence], known: dict[str, np.ndarray], known_sentences: dict) -> None:
+        """Embed what `known` (by chunk id) and `known_sentences` lack, and write the batch."""
+        self.index.insert_nodes(
+            [n.model_copy(update={"embedding": known[n.id_].tolist()}) if n.id_ in known else n for n in nodes]
+        )
+        if sentences:
+            vectors = _embed_sentences(self.embed_model, sentences, known_sentences)
+            self.sentence_file.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+            self.row += len(vectors)
+
+    def finish(self, directory: Path, kind: str, chunk_ids: list[str]) -> None:
+        """Persist, FAISS made `kind`; `chunk_ids`: every chunk added, in order."""
+        from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
+        from llama_index.vector_stores.faiss import FaissVectorStore
+
+        # The reader maps FAISS rows to chunks by chunks.json, written in this order.
+        rows = self.index.index_struct.nodes_dict
+        if [rows.get(str(i)) for i in range(len(chunk_ids))] != chunk_ids:
+            raise RuntimeError("LlamaIndex stored the chunks out of order")
+        if kind != "flat":
+            flat = self.context.vector_store.client
+            index = make_faiss_index(flat.d, kind, self.settings)
+            # The flat vectors wait in a file while HNSW is built, so the two are never in memory together.
+            with tempfile.TemporaryFile(dir=directory.parent) as spill:
+                for start in range(0, flat.ntotal, HNSW_INSERT_ROWS):
+                    spill.write(flat.reconstruct_n(start, min(HNSW_INSERT_ROWS, flat.ntotal - start)).tobytes())
+                rows, dimensions = flat.ntotal, flat.d
+                flat.reset()
+                spill.seek(0)
+                for start in range(0, rows, HNSW_INSERT_ROWS):
+                    count = min(HNSW_INSERT_ROWS, rows - start)
+                    index.add(np.frombuffer(spill.read(count * dimensions * 4), np.float32).reshape(count, dimensions))
+            self.context.add_vector_store(FaissVectorStore(faiss_index=index), DEFAULT_VECTOR_STORE)
+        self.context.persist(persist_dir=str(directory))
+        self.sentence_file.close()
+        if self.row != self.sentences:
+            raise RuntimeError(f"{self.row} sentence vectors written for {self.sentences} sentences")
 
 
-def known_vectors(previous: LoadedIndex | None) -> KnownVectors:
-    """The vectors `previous` holds, by chunk id and by sentence."""
+class ChunkTables:
+    """What the build keeps of every chunk once its batch is written: its id and paper (chunks.json),
+    and what `BM25Retriever.from_defaults(nodes)` reads of a node, its text to tokenise and its
+    metadata record (the retriever's corpus.jsonl), not the node (about 5 KB each)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.papers: list[str] = []
+        self.texts: list[str] = []
+        self.records: list[dict] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, nodes: list) -> None:
+        from llama_index.core.schema import MetadataMode
+        from llama_index.core.vector_stores.utils import node_to_metadata_dict
+
+        self.ids += [n.id_ for n in nodes]
+        self.papers += [n.metadata["paper_id"] for n in nodes]
+        self.texts += [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        self.records += [node_to_metadata_dict(n) | {"node_id": n.node_id} for n in nodes]
+
+    def save(self, work: Path, settings: Settings) -> None:
+        """chunks.json, and BM25 as `BM25Retriever(nodes)` would index and persist it (its default
+        stop words, stemmer and token pattern)."""
+        import bm25s
+        import Stemmer
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        (work / CHUNKS).write_text(json.dumps({"ids": self.ids, "papers": self.papers}))
+        bm25 = bm25s.BM25()
+        tokens = bm25s.tokenize(self.texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False)
+        bm25.index(tokens, show_progress=False)
+        bm25.corpus = self.records
+        BM25Retriever(existing_bm25=bm25, similarity_top_k=settings.candidates).persist(
+            str(work / "bm25"), show_progress=False
+        )
+
+
+def known_vectors(previous: LoadedIndex | None, nodes: list, sentences: list[Sentence]) -> KnownVectors:
+    """The vectors `previous` holds of these chunks (by chunk id) and sentences (by text, within
+    their paper): a catch-up or an add reads the previous build's rows for one batch at a time."""
     if previous is None:
         return KnownVectors()
+    rows = previous.sentences_of({s.paper_id for s in sentences})
 
-    def chunks(index) -> dict[str, np.ndarray]:
-        return {} if index is None else index.vectors()
+    def sentence_vectors(multilingual: bool) -> dict[Sentence, np.ndarray]:
+        found = {}
+        for sentence in sentences:
+            own = rows[sentence.paper_id]
+            matrix = own.multilingual if multilingual else own.vectors
+            if matrix is not None and sentence.text in own.texts:
+                found[sentence] = np.asarray(matrix[own.texts.index(sentence.text)])
+        return found
 
-    def sentences(matrix) -> dict[Sentence, np.ndarray]:
-        return {} if matrix is None else dict(zip(previous.sentences, matrix, strict=True))
-
+    ids = [n.id_ for n in nodes]
     return KnownVectors(
-        chunks(previous.dense),
-        sentences(previous.sentence_vectors),
-        chunks(previous.multilingual),
-        sentences(previous.multilingual_sentence_vectors),
+        previous.dense.vectors_of(ids),
+        sentence_vectors(False),
+        {} if previous.multilingual is None else previous.multilingual.vectors_of(ids),
+        sentence_vectors(True),
     )
 
 
-def _embed_sentences(
-    embed_model: BaseEmbedding, sentences: list[Sentence], known: dict, show_progress: bool
-) -> np.ndarray:
+def _embed_sentences(embed_model: BaseEmbedding, sentences: list[Sentence], known: dict) -> np.ndarray:
     missing = [s for s in sentences if s not in known]
     if missing:
-        vectors = embed_model.get_text_embedding_batch([s.text for s in missing], show_progress=show_progress)
+        vectors = embed_model.get_text_embedding_batch([s.text for s in missing])
         known = {**known, **dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))}
     return np.asarray([known[s] for s in sentences], dtype=np.float32).reshape(len(sentences), -1)
 
@@ -132,7 +227,6 @@ def write_build(
     instead of in this process."""
     started = time.perf_counter()
     root = Path(settings.index_dir)
-    known = known_vectors(previous)
     linked: dict = {}
     with folders.writing(root), folders.staging(root) as work:
         if previous is None:
@@ -158,38 +252,43 @@ def write_build(
             else document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
         )
         configure_llama_index(embedder)
-        nodes = chunk_papers(corpus.papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
-        sentences = [s for paper in corpus.papers for s in split_sentences(paper)]
-        embedded = {
-            "chunks": sum(n.id_ not in known.chunks for n in nodes),
-            "sentences": sum(s not in known.sentences for s in sentences),
-        }
-        if remote is not None:
-            known = remote.vectors(nodes, sentences, settings, known, work / QUERY_ENCODER)
-
-        kind = vector_index_kind(settings, len(nodes))
-        dimensions = len(documents.get_text_embedding("dimension probe"))
-        build_vector_index(
-            nodes, documents, work / "dense", show_progress, make_faiss_index(dimensions, kind, settings), known.chunks
+        tokenize = tokenizer_of(embedder)
+        table = SentenceTable.of(
+            corpus.papers, [np.asarray([s.span for s in split_sentences(p)], np.int32) for p in corpus.papers]
         )
-        pause_point(settings, "embedding")
-        np.save(work / "sentences.npy", _embed_sentences(documents, sentences, known.sentences, show_progress))
-        if multilingual is not None:
-            build_vector_index(
-                nodes,
-                multilingual,
-                work / "multilingual",
-                show_progress,
-                make_faiss_index(len(multilingual.get_text_embedding("probe")), kind, settings),
-                known.multilingual_chunks,
-            )
-            np.save(
-                work / "sentences_multilingual.npy",
-                _embed_sentences(multilingual, sentences, known.multilingual_sentences, False),
-            )
+        english = EncoderTables(documents, work / "sentences.npy", len(table), settings)
+        other = (
+            EncoderTables(multilingual, work / "sentences_multilingual.npy", len(table), settings)
+            if multilingual is not None
+            else None
+        )
+        chunks = ChunkTables()
+        embedded = {"chunks": 0, "sentences": 0}
+        with tqdm(total=len(corpus), desc="papers", unit="paper", disable=not show_progress) as progress:
+            for start in range(0, len(corpus), settings.build_batch):
+                papers = corpus.papers[start : start + settings.build_batch]
+                batch = chunk_papers(papers, tokenize, settings.chunk_size, settings.chunk_overlap)
+                sentences = table.sentences(papers)
+                known = known_vectors(previous, batch, sentences)
+                embedded["chunks"] += sum(n.id_ not in known.chunks for n in batch)
+                embedded["sentences"] += sum(s not in known.sentences for s in sentences)
+                if remote is not None:
+                    known = remote.vectors(batch, sentences, settings, known, work / QUERY_ENCODER)
+                english.add(batch, sentences, known.chunks, known.sentences)
+                pause_point(settings, "embedding")
+                if other is not None:
+                    other.add(batch, sentences, known.multilingual_chunks, known.multilingual_sentences)
+                chunks.add(batch)
+                progress.update(len(papers))
+        kind = vector_index_kind(settings, len(chunks))
+        english.finish(work / "dense", kind, chunks.ids)
+        if other is not None:
+            other.finish(work / "multilingual", kind, chunks.ids)
+        dimensions = english.dimensions
+        del english, other  # their storage (docstore, FAISS) is written: freed before BM25 is built
         manifest = {
             **expected_parameters(settings),
-            **_write_contents(work, corpus, nodes, sentences, settings),
+            **_write_contents(work, corpus, chunks, table, settings),
             "dimensions": dimensions,
             "index_kind": kind,
             "query_encoder": "onnx" if query_encoder else "sentence-transformers",
@@ -207,36 +306,23 @@ def write_build(
     return final
 
 
-def _write_contents(work: Path, corpus: Corpus, nodes: list, sentences: list[Sentence], settings: Settings) -> dict:
-    """BM25 over every chunk and the paper and sentence tables, for a build or an add; returns
-    what the manifest records of them."""
-    from llama_index.retrievers.bm25 import BM25Retriever
-
-    BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=settings.candidates).persist(
-        str(work / "bm25"), show_progress=False
-    )
-    _write_tables(work, corpus, sentences)
-    (work / CHUNKS).write_text(
-        json.dumps({"ids": [n.id_ for n in nodes], "papers": [n.metadata["paper_id"] for n in nodes]})
-    )
-    return {
-        "corpus_hash": corpus.content_hash,
-        "papers": len(corpus),
-        "chunks": len(nodes),
-        "sentences": len(sentences),
-        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
-def _write_tables(work: Path, corpus: Corpus, sentences: list[Sentence]) -> None:
-    Lexicon.count(corpus.papers, (s.text for s in sentences)).save(work / LEXICON)
-    (work / "sentences.json").write_text(
-        json.dumps([[s.paper_id, s.text, list(s.span)] for s in sentences], ensure_ascii=False)
-    )
-    (work / "papers.json").write_text(
-        json.dumps(
+def _write_contents(work: Path, corpus: Corpus, chunks: ChunkTables, table: SentenceTable, settings: Settings) -> dict:
+    """BM25 and the chunk, paper and sentence tables and the word counts; returns what the
+    manifest records of them."""
+    chunks.save(work, settings)
+    table.save(work / SENTENCES, corpus.papers)
+    Lexicon.count(corpus.papers, (text for paper in corpus.papers for text in table.texts(paper))).save(work / LEXICON)
+    with (work / "papers.json").open("w", encoding="utf-8") as f:  # written as it is encoded, not as one string
+        json.dump(
             {"paragraphs": corpus.paragraphs, "papers": [p.to_dict() for p in corpus.papers]},
+            f,
             ensure_ascii=False,
             indent=1,
         )
-    )
+    return {
+        "corpus_hash": corpus.content_hash,
+        "papers": len(corpus),
+        "chunks": len(chunks),
+        "sentences": len(table),
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }

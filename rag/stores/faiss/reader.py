@@ -7,7 +7,7 @@ Files of a build (besides the manifest, rag/stores/faiss/folders.py):
     chunks.json                   the chunk and paper of each FAISS and BM25 row
     multilingual/                 the same for multilingual-e5 (when enabled)
     bm25/                         bm25s through LlamaIndex's BM25Retriever
-    sentences.json, sentences*.npy   sentences and their vectors, for snippets and answers
+    sentences.npz, sentences*.npy   sentence spans by paper and their vectors (snippets, answers)
     lexicon.json                  word counts over the papers and sentences (rag/lexicon.py)
     query_encoder.onnx            the English model exported to ONNX, a link into models/
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,8 @@ from ...embedding import QUERY_ENCODER, configure_llama_index, load_multilingual
 from ...errors import IndexCorruptError, IndexStaleError
 from ...lexicon import Lexicon
 from ..base import REBUILD_HINT, Ranked, SentenceRows, check_parameters
-from .folders import current_build, read_manifest
+from .folders import current_build, read_manifest, verify_checksums
+from .sentences import SENTENCES, SentenceTable
 
 LEXICON = "lexicon.json"
 
@@ -61,6 +62,14 @@ class ChunkIndex:
         """Every chunk's vector, by chunk id (flat and HNSW both reconstruct)."""
         return dict(zip(self.chunk_ids, self.faiss.reconstruct_n(0, self.faiss.ntotal), strict=True))
 
+    def vectors_of(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The vectors of those of `chunk_ids` this index holds."""
+        return {cid: self.faiss.reconstruct(self._rows[cid]) for cid in chunk_ids if cid in self._rows}
+
+    @cached_property
+    def _rows(self) -> dict[str, int]:
+        return {cid: row for row, cid in enumerate(self.chunk_ids)}
+
 
 @dataclass
 class LoadedIndex:
@@ -73,7 +82,7 @@ class LoadedIndex:
     dense: ChunkIndex
     bm25: BM25Retriever  # its bm25s model, read without the corpus it was saved with
     multilingual: ChunkIndex | None
-    sentences: list[Sentence]
+    sentence_table: SentenceTable
     sentence_vectors: np.ndarray
     multilingual_sentence_vectors: np.ndarray | None
     embedder: BaseEmbedding
@@ -91,16 +100,10 @@ class LoadedIndex:
     def is_current(self) -> bool:
         return (self.path.parent.parent / "current").resolve() == self.path
 
-    @cached_property
-    def _rows(self) -> dict[str, slice]:
-        """Each paper's rows of the sentence tables: a build writes a paper's sentences together."""
-        rows: dict[str, slice] = {}
-        start = 0
-        for pid, group in groupby(s.paper_id for s in self.sentences):
-            end = start + sum(1 for _ in group)
-            rows[pid] = slice(start, end)
-            start = end
-        return rows
+    @property
+    def sentences(self) -> list[Sentence]:
+        """Every sentence, in row order (made from the table: for a catch-up, not for questions)."""
+        return self.sentence_table.sentences(self.corpus.papers)
 
     def dense_ranking(self, vector, k: int, multilingual: bool) -> list[Ranked]:
         index = self.multilingual if multilingual and self.multilingual is not None else self.dense
@@ -122,9 +125,9 @@ class LoadedIndex:
         out = {}
         multilingual = self.multilingual_sentence_vectors
         for pid in paper_ids:
-            rows = self._rows.get(pid, slice(0, 0))
+            rows = self.sentence_table.rows.get(pid, slice(0, 0))
             out[pid] = SentenceRows(
-                [s.text for s in self.sentences[rows]],
+                self.sentence_table.texts(paper) if (paper := self.corpus.get(pid)) else [],
                 self.sentence_vectors[rows],
                 None if multilingual is None else multilingual[rows],
             )
@@ -149,51 +152,61 @@ def _load_bm25(directory: Path) -> BM25Retriever:
 
 
 def load_index(settings: Settings, corpus: Corpus | None = None, check: bool = True) -> LoadedIndex:
-    """Load the current build; with `corpus`, also check that it was built from it."""
+    """Load the current build; with `corpus`, also check that it was built from it. The files'
+    checksums are verified on a second thread while the first reads them."""
     import faiss
 
     # One query per request: splitting it over both cores makes each query wait for a busy
     # core under load (bench/faiss_scale.py: 16 ms instead of 0.26 ms at 10k vectors).
     faiss.omp_set_num_threads(1)
     build = current_build(settings)
-    manifest = read_manifest(build)
+    manifest = read_manifest(build, verify=False)
     if check:
         check_parameters(manifest, settings)
     if corpus is not None and manifest.get("corpus_hash") != corpus.content_hash:
         raise IndexStaleError(f"the seed files changed since the index was built; {REBUILD_HINT}")
+    with ThreadPoolExecutor(1) as pool:
+        verified = pool.submit(verify_checksums, build, manifest)
+        try:
+            loaded = _read(build, manifest, settings)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            _verified(verified, build)  # a damaged file is named as such rather than by its symptom
+            raise IndexCorruptError(f"{build}: cannot be loaded ({exc}); {REBUILD_HINT}") from exc
+        _verified(verified, build)
+    return loaded
+
+
+def _verified(future, build: Path) -> None:
     try:
-        stored = json.loads((build / "papers.json").read_text())
-        papers = [Paper(**p) for p in stored["papers"]]
-        digest = manifest.get("files", {}).get(QUERY_ENCODER, {}).get("sha256")
-        embedder = load_query_embedder(build / QUERY_ENCODER, settings.embedding_model, digest)
-        configure_llama_index(embedder)
-        chunks = json.loads((build / CHUNKS).read_text())
-        dense = _load_chunks(build / "dense", chunks)
-        bm25 = _load_bm25(build / "bm25")
-        lexicon = Lexicon.load(build / LEXICON)
-        sentences = [
-            Sentence(pid, text, tuple(span)) for pid, text, span in json.loads((build / "sentences.json").read_text())
-        ]
-        # Memory-mapped: only the rows of the papers a question retrieves are ever read (1.1 GB
-        # for each encoder at 100,000 papers).
-        sentence_vectors = np.load(build / "sentences.npy", mmap_mode="r")
-        multilingual = multilingual_vectors = multilingual_embedder = None
-        if settings.multilingual:
-            multilingual_embedder = load_multilingual_embedder()
-            multilingual = _load_chunks(build / "multilingual", chunks)
-            multilingual_vectors = np.load(build / "sentences_multilingual.npy", mmap_mode="r")
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise IndexCorruptError(f"{build}: cannot be loaded ({exc}); {REBUILD_HINT}") from exc
+        future.result()
+    except OSError as exc:
+        raise IndexCorruptError(f"{build}: cannot be read ({exc}); {REBUILD_HINT}") from exc
+
+
+def _read(build: Path, manifest: dict, settings: Settings) -> LoadedIndex:
+    stored = json.loads((build / "papers.json").read_text())
+    papers = [Paper(**p) for p in stored["papers"]]
+    digest = manifest.get("files", {}).get(QUERY_ENCODER, {}).get("sha256")
+    embedder = load_query_embedder(build / QUERY_ENCODER, settings.embedding_model, digest)
+    configure_llama_index(embedder)
+    chunks = json.loads((build / CHUNKS).read_text())
+    multilingual = multilingual_vectors = multilingual_embedder = None
+    if settings.multilingual:
+        multilingual_embedder = load_multilingual_embedder()
+        multilingual = _load_chunks(build / "multilingual", chunks)
+        multilingual_vectors = np.load(build / "sentences_multilingual.npy", mmap_mode="r")
     return LoadedIndex(
         path=build,
         manifest=manifest,
         corpus=Corpus(papers, stored.get("paragraphs", len(papers))),
-        lexicon=lexicon,
-        dense=dense,
-        bm25=bm25,
+        lexicon=Lexicon.load(build / LEXICON),
+        dense=_load_chunks(build / "dense", chunks),
+        bm25=_load_bm25(build / "bm25"),
         multilingual=multilingual,
-        sentences=sentences,
-        sentence_vectors=sentence_vectors,
+        sentence_table=SentenceTable.load(build / SENTENCES, papers),
+        # Memory-mapped: only the rows of the papers a question retrieves are ever read (1.1 GB
+        # for each encoder at 100,000 papers).
+        sentence_vectors=np.load(build / "sentences.npy", mmap_mode="r"),
         multilingual_sentence_vectors=multilingual_vectors,
         embedder=embedder,
         multilingual_embedder=multilingual_embedder,
