@@ -151,14 +151,17 @@ class Served:
                 raise RuntimeError(f"server did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.2)
 
-    def search_p50(self, rounds: int) -> tuple[float, float]:
+    def search_p50(
+        self, rounds: int, questions: list[str] = QUERIES, warmup: int = 10, timeout: float = 30
+    ) -> tuple[float, float]:
+        """p50 and p95 of `rounds` sequential /search requests over `questions`, after `warmup` more."""
         times = []
-        with httpx.Client(timeout=30) as client:
-            for i in range(rounds + 10):
+        with httpx.Client(timeout=timeout) as client:
+            for i in range(rounds + warmup):
                 started = time.perf_counter()
-                response = client.post(f"{self.url}/search", json={"query": QUERIES[i % len(QUERIES)]})
+                response = client.post(f"{self.url}/search", json={"query": questions[i % len(questions)]})
                 response.raise_for_status()
-                if i >= 10:  # warm-up
+                if i >= warmup:
                     times.append((time.perf_counter() - started) * 1000)
         times.sort()
         return statistics.median(times), times[int(len(times) * 0.95) - 1]

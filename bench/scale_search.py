@@ -21,12 +21,10 @@ import multiprocessing
 import random
 import re
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,17 +157,10 @@ def proc_status(pid: int) -> dict[str, float]:
 
 
 def measure(served, questions: list[str], rounds: int) -> dict:
-    times = []
-    with httpx.Client(timeout=60) as client:
-        for i in range(rounds + 20):
-            started = time.perf_counter()
-            client.post(f"{served.url}/search", json={"query": questions[i % len(questions)]}).raise_for_status()
-            if i >= 20:  # warm-up
-                times.append((time.perf_counter() - started) * 1000)
-    times.sort()
+    p50, p95 = served.search_p50(rounds, questions, warmup=20, timeout=60)
     return {
-        "p50_ms": statistics.median(times),
-        "p95_ms": times[int(len(times) * 0.95) - 1],
+        "p50_ms": p50,
+        "p95_ms": p95,
         "start_s": served.start_s,
         **{f"{k}_mb": v for k, v in proc_status(served.proc.pid).items()},
     }
