@@ -101,7 +101,7 @@ class PerturbedVectors:
         return known
 
 
-def _build(index_dir: str, seeds_dir: str, papers: int, out: str, seed_index: str) -> None:
+def _build(index_dir: str, seeds_dir: str, papers: int, seed_index: str, out: str) -> None:
     """In a process of its own (spawned): build, then write the seconds and this process's peak RSS."""
     from rag.stores.faiss import build_index
 
@@ -128,18 +128,40 @@ def _build(index_dir: str, seeds_dir: str, papers: int, out: str, seed_index: st
     Path(out).write_text(json.dumps({"build_s": seconds, "build_peak_rss_mb": peak}))
 
 
-def build(work: Path, papers: int, seed_index: Path) -> tuple[Settings, dict]:
-    """`papers` synthetic papers (0: the seeds) built in a spawned process."""
-    label = str(papers or 86)
-    index_dir, seeds_dir, out = work / label / "index", work / label / "seeds", work / f"build-{label}.json"
-    process = multiprocessing.get_context("spawn").Process(
-        target=_build, args=(str(index_dir), str(seeds_dir), papers, str(out), str(seed_index))
+def _write_milvus(index_dir: str, seeds_dir: str, uri: str, collection: str, out: str) -> None:
+    """In a process of its own: the FAISS build copied into Milvus, then the seconds and peak RSS
+    (the FAISS build it reads included)."""
+    from scale import milvus_from
+
+    started = time.perf_counter()
+    milvus_from(Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False), uri, collection)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    Path(out).write_text(
+        json.dumps({"milvus_write_s": time.perf_counter() - started, "milvus_write_peak_rss_mb": peak})
     )
+
+
+def spawned(target, args: tuple, out: Path, what: str) -> dict:
+    """`target(*args, out)` in a spawned process (its own peak RSS); what it wrote to `out`."""
+    process = multiprocessing.get_context("spawn").Process(target=target, args=(*args, str(out)))
     process.start()
     process.join()
     if process.exitcode != 0:
-        raise RuntimeError(f"the build of {label} papers failed (exit {process.exitcode})")
-    return Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False), json.loads(out.read_text())
+        raise RuntimeError(f"{what} failed (exit {process.exitcode})")
+    return json.loads(out.read_text())
+
+
+def build(work: Path, papers: int, seed_index: Path) -> tuple[Settings, dict]:
+    """`papers` synthetic papers (0: the seeds) built in a spawned process."""
+    label = str(papers or 86)
+    index_dir, seeds_dir = work / label / "index", work / label / "seeds"
+    figures = spawned(
+        _build,
+        (str(index_dir), str(seeds_dir), papers, str(seed_index)),
+        work / f"build-{label}.json",
+        f"the build of {label} papers",
+    )
+    return Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False), figures
 
 
 def english_dev_questions() -> list[str]:
@@ -170,7 +192,7 @@ def run(papers: int, rounds: int, milvus_too: bool, seed_index: Path = ROOT / "i
     import shutil
     import tempfile
 
-    from scale import MilvusServer, Served, env_of, milvus_from
+    from scale import MilvusServer, Served, env_of
 
     work = Path(tempfile.mkdtemp(prefix="scale-search-"))
     questions = english_dev_questions()
@@ -183,18 +205,19 @@ def run(papers: int, rounds: int, milvus_too: bool, seed_index: Path = ROOT / "i
             built[label] = settings
             results[label] = {**figures, "index_mb": du_mb(Path(settings.index_dir) / "builds")}
             print(f"built {label} papers: {figures['build_s']:.0f} s, peak RSS {figures['build_peak_rss_mb']:.0f} MB")
-        stores = [("faiss", lambda s: s)]
         milvus = MilvusServer(work / "milvus") if milvus_too else None
-        if milvus is not None:
-            stores.append(("milvus", lambda s: milvus_from(s, milvus.uri, f"scale{s.index_dir.parent.name}")))
         try:
-            for store, settings_for in stores:
+            for store in ("faiss", "milvus") if milvus is not None else ("faiss",):
                 for label, settings in built.items():
-                    started = time.perf_counter()
-                    served_settings = settings_for(settings)
+                    served_settings = settings
                     if store == "milvus":
-                        results[label]["milvus_write_s"] = time.perf_counter() - started
-                        results[label]["milvus_mb"] = du_mb(work / "milvus")
+                        collection = f"scale{label}"
+                        args = (str(settings.index_dir), str(settings.seeds_dir), milvus.uri, collection)
+                        written = spawned(_write_milvus, args, work / f"milvus-{label}.json", "the Milvus write")
+                        results[label].update(written, milvus_mb=du_mb(work / "milvus"))
+                        served_settings = settings.model_copy(
+                            update={"vector_store": "milvus", "milvus_uri": milvus.uri, "milvus_collection": collection}
+                        )
                     served = Served(env_of(served_settings, work / "models"), work / f"{store}-{label}.log")
                     try:
                         results[label][store] = measure(served, questions, rounds)
@@ -220,7 +243,11 @@ def report(results: dict) -> None:
         print(
             f"{label:>7} papers: index {row['index_mb']:.0f} MB on disk; build {row['build_s']:.0f} s, "
             f"peak RSS {row['build_peak_rss_mb']:.0f} MB (precomputed vectors)"
-            + (f"; Milvus Lite write {row['milvus_write_s']:.0f} s" if "milvus_write_s" in row else "")
+            + (
+                f"; Milvus Lite write {row['milvus_write_s']:.0f} s, peak RSS {row['milvus_write_peak_rss_mb']:.0f} MB"
+                if "milvus_write_s" in row
+                else ""
+            )
         )
     for store in ("milvus", "faiss"):
         if store in big:

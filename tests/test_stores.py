@@ -44,8 +44,15 @@ def settings(request, tmp_path_factory) -> Settings:
         server = MilvusServer(root / "milvus")
         request.addfinalizer(server.stop)
         extra = {"milvus_uri": server.uri, "milvus_collection": "contract"}
+    # Built 16 papers at a time, into HNSW: the contract holds for streamed builds.
     settings = Settings(
-        index_dir=root / "index", seeds_dir=seeds, multilingual=False, vector_store=request.param, **extra
+        index_dir=root / "index",
+        seeds_dir=seeds,
+        multilingual=False,
+        vector_store=request.param,
+        build_batch=16,
+        hnsw_above=10,
+        **extra,
     )
     index_seeds(settings)
     return settings

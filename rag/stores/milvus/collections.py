@@ -128,24 +128,13 @@ def write_meta(client, base: str, manifest: dict) -> None:
     client.upsert(f"{base}_meta", [{"key": "current", "value": json.dumps(manifest), "v": NO_VECTOR}])
 
 
-def create(client, name: str, fields: list[tuple], vectors: dict[str, str], bm25: str | None = None) -> None:
-    """A collection with `fields` ((name, type, kwargs)), an IP index on each of `vectors`
-    (field -> "FLAT"/"HNSW") and, with `bm25`, a BM25 function over that text field."""
+def _schema(fields: list[tuple], bm25: str | None):
+    """A schema of `fields` ((name, type, kwargs)) and, with `bm25`, a BM25 function over that text field."""
     from pymilvus import DataType, Function, FunctionType, MilvusClient
 
     schema = MilvusClient.create_schema(auto_id=False)
-    for name_, kind, kwargs in fields:
-        schema.add_field(name_, getattr(DataType, kind), **kwargs)
-    params = client.prepare_index_params()
-    if any(f[0] == "paper_id" and not f[2].get("is_primary") for f in fields):  # reads and deletes select by paper
-        params.add_index("paper_id", index_type="INVERTED")
-    for vector, kind in vectors.items():
-        params.add_index(
-            vector,
-            index_type=kind,
-            metric_type="IP",
-            **({"params": {"M": 32, "efConstruction": 64}} if kind == "HNSW" else {}),
-        )
+    for name, kind, kwargs in fields:
+        schema.add_field(name, getattr(DataType, kind), **kwargs)
     if bm25 is not None:
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         schema.add_function(
@@ -156,52 +145,83 @@ def create(client, name: str, fields: list[tuple], vectors: dict[str, str], bm25
                 output_field_names=["sparse"],
             )
         )
+    return schema
+
+
+def _index_params(client, fields: list[tuple], vectors: dict[str, str], bm25: str | None):
+    """An IP index on each of `vectors` (field -> "FLAT"/"HNSW"), BM25's sparse index, and an
+    inverted index on `paper_id` where it is not the key (reads and deletes select by paper)."""
+    params = client.prepare_index_params()
+    if any(f[0] == "paper_id" and not f[2].get("is_primary") for f in fields):
+        params.add_index("paper_id", index_type="INVERTED")
+    for vector, kind in vectors.items():
+        params.add_index(
+            vector,
+            index_type=kind,
+            metric_type="IP",
+            **({"params": {"M": 32, "efConstruction": 64}} if kind == "HNSW" else {}),
+        )
+    if bm25 is not None:
         # k1 = 1.5 as bm25s (the FAISS path); Milvus' default is 1.2.
         params.add_index(
             "sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params={"bm25_k1": 1.5, "bm25_b": 0.75}
         )
+    return params
+
+
+def create(client, name: str, fields: list[tuple], vectors: dict[str, str], bm25: str | None = None) -> None:
+    """A collection, indexed and loaded."""
     # Strong: a search sees every insert acknowledged before it, so an add is visible to every
     # replica as soon as it is committed.
+    schema, params = _schema(fields, bm25), _index_params(client, fields, vectors, bm25)
     client.create_collection(name, schema=schema, index_params=params, consistency_level="Strong")
 
 
-def create_generation(client, names: Names, dimensions: int, multilingual: int | None, kind: str) -> None:
+def _generation_tables(
+    dimensions: int, multilingual: int | None
+) -> dict[str, tuple[list[tuple], list[str], str | None]]:
+    """table -> (fields, vector fields, BM25 text field) of a generation's collections."""
     key = ("id", "VARCHAR", {"is_primary": True, "max_length": 64})
     pid = ("paper_id", "VARCHAR", {"max_length": 16})
     vectors = [("dense", "FLOAT_VECTOR", {"dim": dimensions})]
     if multilingual:
         vectors.append(("multilingual", "FLOAT_VECTOR", {"dim": multilingual}))
-    indexed = {v[0]: kind for v in vectors}
-    create(
-        client,
-        names.of("chunks"),
-        [
-            key,
-            pid,
-            ("text", "VARCHAR", {"max_length": TEXT}),
-            ("words", "VARCHAR", {"max_length": TEXT, "enable_analyzer": True}),
-            *vectors,
-        ],
-        indexed,
-        bm25="words",
-    )
-    create(
-        client,
-        names.of("sentences"),
-        [key, pid, ("position", "INT64", {}), ("text", "VARCHAR", {"max_length": TEXT}), *vectors],
-        indexed,
-    )
-    create(
-        client,
-        names.of("papers"),
-        [
-            ("paper_id", "VARCHAR", {"is_primary": True, "max_length": 16}),
-            ("seq", "INT64", {}),
-            ("record", "VARCHAR", {"max_length": TEXT}),
-            ("v", "FLOAT_VECTOR", {"dim": 2}),
-        ],
-        {"v": "FLAT"},
-    )
+    names = [v[0] for v in vectors]
+    text = ("text", "VARCHAR", {"max_length": TEXT})
+    return {
+        "chunks": (
+            [key, pid, text, ("words", "VARCHAR", {"max_length": TEXT, "enable_analyzer": True}), *vectors],
+            names,
+            "words",
+        ),
+        "sentences": ([key, pid, ("position", "INT64", {}), text, *vectors], names, None),
+        "papers": (
+            [
+                ("paper_id", "VARCHAR", {"is_primary": True, "max_length": 16}),
+                ("seq", "INT64", {}),
+                ("record", "VARCHAR", {"max_length": TEXT}),
+                ("v", "FLOAT_VECTOR", {"dim": 2}),
+            ],
+            [],
+            None,
+        ),
+    }
+
+
+def create_generation(client, names: Names, dimensions: int, multilingual: int | None) -> None:
+    """A generation's collections, without indexes: a build inserts its papers batch by batch
+    and indexes once it knows how many vectors there are (`index_generation`)."""
+    for table, (fields, _, bm25) in _generation_tables(dimensions, multilingual).items():
+        client.create_collection(names.of(table), schema=_schema(fields, bm25), consistency_level="Strong")
+
+
+def index_generation(client, names: Names, dimensions: int, multilingual: int | None, kind: str) -> None:
+    """Index a written generation (`kind`, "FLAT"/"HNSW", for its vectors) and load it."""
+    for table, (fields, vectors, bm25) in _generation_tables(dimensions, multilingual).items():
+        indexed = {v: kind for v in vectors} if vectors else {"v": "FLAT"}
+        client.flush(names.of(table))
+        client.create_index(names.of(table), _index_params(client, fields, indexed, bm25))
+        client.load_collection(names.of(table))
 
 
 def ensure_meta(client, base: str) -> None:
