@@ -66,6 +66,8 @@ def examples(settings: Settings):
                     "several": several,
                     "sx": sx,
                     "gold_count": len(q["gold"]),
+                    "query": retrieval.query,  # what was searched, and the paper found (eval/judge.py reads them)
+                    "hit": hit,
                 }
             )
     return rows

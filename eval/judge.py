@@ -163,6 +163,11 @@ def renumbered(text: str, rng: random.Random) -> str | None:
     return re.sub(rf"\b{re.escape(old)}\b", new_text, text, count=1)
 
 
+def premise(sentences: list[str], scores: np.ndarray) -> str:
+    """The PREMISE_SENTENCES sentences that score highest, in their order."""
+    return " ".join(sentences[i] for i in sorted(np.argsort(-scores)[:PREMISE_SENTENCES]))
+
+
 class Premises:
     """A paper's sentences and their vectors: the premise for a hypothesis is the paper's
     PREMISE_SENTENCES closest to it, in the abstract's order (what serving would show)."""
@@ -179,8 +184,7 @@ class Premises:
             start += n
 
     def of(self, paper_id: str, scores: np.ndarray) -> str:
-        best = sorted(np.argsort(-scores)[:PREMISE_SENTENCES])
-        return " ".join(self.sentences[paper_id][i] for i in best)
+        return premise(self.sentences[paper_id], scores)
 
     def for_hypotheses(self, items: list[tuple[str, str]]) -> list[str]:
         """(paper id, hypothesis) -> premise."""
@@ -351,27 +355,18 @@ def show_pairs(args) -> None:
         print(f"[{y}] {h}\n     | {p[:160]}")
 
 
-def evidence_rows(index, settings):
-    """eval/calibrate.py's examples, with the premise the judge would read for each."""
+def evidence_rows(settings):
+    """eval/calibrate.py's examples, with the premise the judge would read for each: the
+    paper's PREMISE_SENTENCES closest to the question, in the abstract's order."""
     from calibrate import examples
 
     rows = examples(settings)
-    from rag.assistant import Assistant
-    from rag.evaluation import SPLITS, leave_one_out, load_questions
-
-    dev = load_questions(SPLITS["dev"], index.corpus)
-    seeing = Assistant(index, settings)
-    premises = []
-    for q in dev + leave_one_out(dev):
-        assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
-        retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
-        for hit in retrieval.hits:
-            texts = hit.sentences.texts
-            scores = np.array([hit.sentence_scores[t] for t in texts])
-            best = sorted(np.argsort(-scores)[:PREMISE_SENTENCES])
-            premises.append((retrieval.query, hit.paper.paper_id, " ".join(texts[i] for i in best)))
-    assert len(premises) == len(rows), (len(premises), len(rows))
-    return rows, premises
+    asked = []
+    for r in rows:
+        texts = r["hit"].sentences.texts
+        scores = np.array([r["hit"].sentence_scores[t] for t in texts])
+        asked.append((r["query"], r["hit"].paper.paper_id, premise(texts, scores)))
+    return rows, asked
 
 
 def recall_at_3(rows, predicted) -> tuple[float, float, float]:
@@ -395,7 +390,7 @@ def measure(args) -> None:
     settings = Settings(generator="extractive")
     papers = index.corpus.papers
     premises = Premises(papers, encoder)
-    rows, asked = evidence_rows(index, settings)
+    rows, asked = evidence_rows(settings)
     judged = np.zeros(len(rows))
     timings = []
     for fold, held in enumerate(split_papers(papers, args.folds)):
