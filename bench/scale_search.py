@@ -123,9 +123,7 @@ def _build(index_dir: str, seeds_dir: str, papers: int, seed_index: str, out: st
         remote = PerturbedVectors(made, vectors, 0.0)
     started = time.perf_counter()
     build_index(load_corpus(Path(seeds_dir)), settings, remote=remote)
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    Path(out).write_text(json.dumps({"build_s": seconds, "build_peak_rss_mb": peak}))
+    _report_to_parent(out, "build", started)
 
 
 def _write_milvus(index_dir: str, seeds_dir: str, uri: str, collection: str, out: str) -> None:
@@ -135,10 +133,13 @@ def _write_milvus(index_dir: str, seeds_dir: str, uri: str, collection: str, out
 
     started = time.perf_counter()
     milvus_from(Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False), uri, collection)
+    _report_to_parent(out, "milvus_write", started)
+
+
+def _report_to_parent(out: str, name: str, started: float) -> None:
+    """`<name>_s` since `started` and `<name>_peak_rss_mb` (this process's), to `out`."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    Path(out).write_text(
-        json.dumps({"milvus_write_s": time.perf_counter() - started, "milvus_write_peak_rss_mb": peak})
-    )
+    Path(out).write_text(json.dumps({f"{name}_s": time.perf_counter() - started, f"{name}_peak_rss_mb": peak}))
 
 
 def spawned(target, args: tuple, out: Path, what: str) -> dict:

@@ -179,22 +179,23 @@ def create(client, name: str, fields: list[tuple], vectors: dict[str, str], bm25
 
 def _generation_tables(
     dimensions: int, multilingual: int | None
-) -> dict[str, tuple[list[tuple], list[str], str | None]]:
-    """table -> (fields, vector fields, BM25 text field) of a generation's collections."""
+) -> dict[str, tuple[list[tuple], dict[str, str | None], str | None]]:
+    """table -> (fields, vector field -> its index kind, BM25 text field) of a generation's
+    collections; a kind of None is the generation's, chosen by its vector count."""
     key = ("id", "VARCHAR", {"is_primary": True, "max_length": 64})
     pid = ("paper_id", "VARCHAR", {"max_length": 16})
     vectors = [("dense", "FLOAT_VECTOR", {"dim": dimensions})]
     if multilingual:
         vectors.append(("multilingual", "FLOAT_VECTOR", {"dim": multilingual}))
-    names = [v[0] for v in vectors]
+    searched: dict[str, str | None] = {v[0]: None for v in vectors}
     text = ("text", "VARCHAR", {"max_length": TEXT})
     return {
         "chunks": (
             [key, pid, text, ("words", "VARCHAR", {"max_length": TEXT, "enable_analyzer": True}), *vectors],
-            names,
+            searched,
             "words",
         ),
-        "sentences": ([key, pid, ("position", "INT64", {}), text, *vectors], names, None),
+        "sentences": ([key, pid, ("position", "INT64", {}), text, *vectors], searched, None),
         "papers": (
             [
                 ("paper_id", "VARCHAR", {"is_primary": True, "max_length": 16}),
@@ -202,7 +203,7 @@ def _generation_tables(
                 ("record", "VARCHAR", {"max_length": TEXT}),
                 ("v", "FLOAT_VECTOR", {"dim": 2}),
             ],
-            [],
+            {"v": "FLAT"},  # a placeholder: Milvus wants a vector field
             None,
         ),
     }
@@ -218,7 +219,7 @@ def create_generation(client, names: Names, dimensions: int, multilingual: int |
 def index_generation(client, names: Names, dimensions: int, multilingual: int | None, kind: str) -> None:
     """Index a written generation (`kind`, "FLAT"/"HNSW", for its vectors) and load it."""
     for table, (fields, vectors, bm25) in _generation_tables(dimensions, multilingual).items():
-        indexed = {v: kind for v in vectors} if vectors else {"v": "FLAT"}
+        indexed = {field: fixed or kind for field, fixed in vectors.items()}
         client.flush(names.of(table))
         client.create_index(names.of(table), _index_params(client, fields, indexed, bm25))
         client.load_collection(names.of(table))
