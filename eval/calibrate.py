@@ -119,18 +119,29 @@ def threshold_for(rows: list[dict], predicted: np.ndarray) -> float:
     return float(np.quantile([best[(q, False)] for q in answerable], FALSE_ABSTENTION))
 
 
-def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
+def abstained(rows: list[dict], predicted: np.ndarray, threshold: float) -> dict[str, tuple[float, int]]:
+    """Per kind of question (answerable, written off-corpus, leave-one-out): the share abstained
+    on under `threshold`, and how many questions there are."""
     best = best_per_question(rows, predicted)
     kinds = {(r["question"], r["loo"]): r for r in rows}
-    answerable = [k for k, r in kinds.items() if r["answerable"] and not r["loo"]]
-    written = [k for k, r in kinds.items() if r["written_off_corpus"]]
-    loo = [k for k, r in kinds.items() if r["loo"]]
-    share = lambda keys: sum(best[k] < threshold for k in keys) / max(1, len(keys))  # noqa: E731
+    chosen = {
+        "answerable": [k for k, r in kinds.items() if r["answerable"] and not r["loo"]],
+        "written": [k for k, r in kinds.items() if r["written_off_corpus"]],
+        "loo": [k for k, r in kinds.items() if r["loo"]],
+    }
+    return {
+        kind: (sum(best[k] < threshold for k in keys) / max(1, len(keys)), len(keys)) for kind, keys in chosen.items()
+    }
+
+
+def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
+    share = abstained(rows, predicted, threshold)
+    (answerable, a), (written, w), (loo, n) = share["answerable"], share["written"], share["loo"]
     print(
         f"  cross-validated, answer_above {threshold:.3f}: "
-        f"false abstention {share(answerable):.3f} ({len(answerable)}), "
-        f"abstention recall: written off-corpus {share(written):.3f} ({len(written)}), "
-        f"leave-one-out {share(loo):.3f} ({len(loo)})"
+        f"false abstention {answerable:.3f} ({a}), "
+        f"abstention recall: written off-corpus {written:.3f} ({w}), "
+        f"leave-one-out {loo:.3f} ({n})"
     )
 
 

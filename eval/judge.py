@@ -370,15 +370,12 @@ def evidence_rows(settings):
 
 
 def recall_at_3(rows, predicted) -> tuple[float, float, float]:
-    from calibrate import best_per_question, threshold_for
+    """answer_above at 3 % false abstention, and the written off-corpus and leave-one-out recall there."""
+    from calibrate import abstained, threshold_for
 
     threshold = threshold_for(rows, predicted)
-    best = best_per_question(rows, predicted)
-    kinds = {(r["question"], r["loo"]): r for r in rows}
-    written = [k for k, r in kinds.items() if r["written_off_corpus"]]
-    loo = [k for k, r in kinds.items() if r["loo"]]
-    share = lambda keys: sum(best[k] < threshold for k in keys) / max(1, len(keys))  # noqa: E731
-    return threshold, share(written), share(loo)
+    share = abstained(rows, predicted, threshold)
+    return threshold, share["written"][0], share["loo"][0]
 
 
 def measure(args) -> None:
