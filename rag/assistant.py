@@ -1,4 +1,4 @@
-"""The one entry point for answers: condense -> retrieve -> abstain? -> generate -> cite.
+"""The one entry point for answers: condense -> analyse -> retrieve -> abstain? -> generate -> cite.
 
 `Assistant.ask(question, history)` returns an `Answer`; `Assistant.stream(...)` yields the
 answer's text pieces as they are produced (markers already checked and renumbered), then the
@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -24,11 +24,15 @@ from .errors import GeneratorError, QueryError
 from .evidence import Evidence, EvidenceModel, Missing, name_like
 from .extractive import ExtractiveGenerator
 from .generation import Generator, make_generator
+from .question import Ask, analyse
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
 from .suggestions import next_questions
 from .text import asks_for_several, content_words, is_cjk, stems
 
+# A question asking for papers that contribute something ("Which papers propose new benchmarks?"):
+# a paper holds its term only in a sentence saying what it contributes.
+_ASKS_FOR_NEW = re.compile(r"\b(propos|introduc|present|develop|construct|build|releas|curat|creat)\w*\b", re.I)
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"
     r"|^(and|also|what about|how about)\b|它|这个|该|这篇|他们|其",
@@ -60,6 +64,7 @@ class Answer:
     question: str = ""  # what was asked, and the conversation before it (kept with a rating)
     history: list[dict] = field(default_factory=list)
     answer_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names it for POST /feedback
+    ask: Ask | None = None  # what the question asks (rag/question.py)
 
     @property
     def body(self) -> str:
@@ -79,6 +84,7 @@ class Answer:
             "fallback": self.fallback,
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
             "suggestions": self.suggestions,
+            "ask": self.ask.to_dict() if self.ask else None,
         }
 
     @property
@@ -157,20 +163,50 @@ class Assistant:
         points_back = bool(_FOLLOW_UP.search(question)) or (not is_cjk(question) and len(content_words(question)) <= 3)
         return not points_back
 
-    def retrieve(self, query: str, alone: Retrieval | None, k: int | None = None) -> Retrieval:
-        """The retrieval for the query `condense` chose (the question's own when it stood alone)."""
-        return (
-            alone if alone is not None and alone.query == query else self.retriever.search(query, k or self.settings.k)
-        )
+    def analyse(self, question: str, query: str) -> Ask:
+        """What the question asks, and the papers tied to it whatever the scores: those it names
+        (for a follow-up, those its standalone query names), and for "Which papers ... TERM?"
+        every paper holding the term (English: the term is matched by its words)."""
+        named = self.retriever.named(question)
+        # A follow-up's subject is the paper of the conversation ("How does its approach differ from X's?").
+        borrowed = self.retriever.named(query) if query != question else []
+        ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()))
+        holding: list[str] = []
+        contribution = bool(_ASKS_FOR_NEW.search(question))
+        if (ask.several or ask.intent in ("list", "summary")) and not is_cjk(question) and ask.constraints:
+            holding = self.retriever.containing(ask.constraints, contribution, self.settings.term_papers_at_most)
+        # Not the papers a follow-up borrows: they must still answer it.
+        tied = dict.fromkeys([*(p.paper_id for p in named), *holding])
+        # A paper without the term cannot qualify when the term is a name ("LongBench", "Qwen") or
+        # what the papers must contribute ("propose new benchmarks"); a topic in plain words
+        # ("diffusion policies") is matched by meaning too.
+        exclusive = bool(holding) and (contribution or all(name_like(f"x {c}") for c in ask.constraints))
+        return replace(ask, tied=tuple(tied), only=tuple(tied) if exclusive else ())
+
+    def retrieve(
+        self, query: str, alone: Retrieval | None, k: int | None = None, include: Collection[str] = ()
+    ) -> Retrieval:
+        """The retrieval for the query `condense` chose (the question's own when it stood alone),
+        holding every paper of `include`."""
+        if alone is not None and alone.query == query and set(include) <= {h.paper.paper_id for h in alone.hits}:
+            return alone
+        return self.retriever.search(query, k or self.settings.k, include)
 
     # -- evidence -----------------------------------------------------------------------------
 
-    def assess(self, retrieval: Retrieval, asked: str) -> list[Evidence]:
-        """Evidence for the papers an answer may use (the first `answer_sources` hits); `asked`: the
-        user's own question, whose named papers count as named (not those a follow-up borrowed)."""
+    def assess(
+        self, retrieval: Retrieval, asked: str, tied: Collection[str] = (), listing: bool = False
+    ) -> list[Evidence]:
+        """Evidence for the papers an answer may use (the first `answer_sources` hits, and the
+        `tied` ones); `asked`: the user's own question, whose named papers count as named (not
+        those a follow-up borrowed)."""
         return self.evidence.assess(
-            retrieval.query, retrieval.hits[: self.settings.answer_sources], retrieval.multilingual, asked
+            retrieval.query, self.candidates(retrieval, tied, listing), retrieval.multilingual, asked, tied
         )
+
+    def candidates(self, retrieval: Retrieval, tied: Collection[str], listing: bool = False) -> list[Hit]:
+        first = self.settings.list_sources if listing else self.settings.answer_sources
+        return retrieval.hits[:first] + [h for h in retrieval.hits[first:] if h.paper.paper_id in tied]
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
         return self.evidence.weights(retrieval.multilingual)
@@ -179,15 +215,24 @@ class Assistant:
         """The papers that answer: likely enough, and close to the best one. Empty: abstain."""
         return self.judge(retrieval, asked)[0]
 
-    def judge(self, retrieval: Retrieval, asked: str) -> tuple[list[Hit], Confidence, Missing | None]:
+    def judge(
+        self, retrieval: Retrieval, asked: str, ask: Ask | None = None
+    ) -> tuple[list[Hit], Confidence, Missing | None]:
         """The papers that answer, how confidently, and the part of `asked` none of them contains.
 
         Three outcomes from one calibrated probability (the best paper's) and what the papers
         lack: none below `answer_above` (abstain); high at `high_above` or more when the part of
         the question the papers lack weighs less than `missing_below`; low otherwise, naming
-        that part. A question whose every word the papers contain has no part to name: high."""
-        evidence = self.assess(retrieval, asked)
-        hits = self._sources(retrieval, evidence)
+        that part. A question whose every word the papers contain has no part to name: high.
+        `ask`: the question's analysis; only its constraints can be the part not found, and the
+        papers it ties to the question are taken as answering."""
+        tied = ask.tied if ask else ()
+        listing = bool(ask and ask.listing)
+        evidence = self.assess(retrieval, asked, tied, listing)
+        several = asks_for_several(retrieval.query) or bool(ask and ask.intent in ("list", "summary"))
+        hits = self._sources(self.candidates(retrieval, tied, listing), evidence, retrieval, several)
+        if ask and ask.only:
+            hits = [hit for hit in hits if hit.paper.paper_id in ask.only]
         if not hits:
             return [], "none", None
         w = self.weights(retrieval)
@@ -195,7 +240,7 @@ class Assistant:
             None
             if retrieval.multilingual
             else self.retriever.vocabulary.missing(
-                asked, [hit.paper.paper_id for hit in hits], self.naming(hits, asked)
+                asked, [hit.paper.paper_id for hit in hits], self.naming(hits, asked), ask.topic if ask else None
             )
         )
         best = max(e.probability for e in evidence)
@@ -208,11 +253,10 @@ class Assistant:
         """The stems of the paper names the question uses: they pick the paper, not what is asked of it."""
         return {stem for hit in hits if mentions(asked, hit.paper.name) for stem in stems(hit.paper.name)}
 
-    def _sources(self, retrieval: Retrieval, evidence: list[Evidence]) -> list[Hit]:
+    def _sources(self, hits: list[Hit], evidence: list[Evidence], retrieval: Retrieval, several: bool) -> list[Hit]:
         best = max((e.probability for e in evidence), default=0.0)
         if best < self.weights(retrieval).answer_above:
             return []
-        several = asks_for_several(retrieval.query)
         if several and not retrieval.multilingual:
             rules = self.settings.evidence.several
             belongs = self.evidence.belongs(evidence)
@@ -222,16 +266,17 @@ class Assistant:
             floor = self.weights(retrieval).answer_above
             return [
                 hit
-                for i, (hit, e, p) in enumerate(zip(retrieval.hits, evidence, belongs, strict=False))
+                for i, (hit, e, p) in enumerate(zip(hits, evidence, belongs, strict=False))
                 if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)
             ]
         share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
-        return [hit for hit, e in zip(retrieval.hits, evidence, strict=False) if e.probability >= share * best]
+        return [hit for hit, e in zip(hits, evidence, strict=False) if e.probability >= share * best]
 
-    def abstention(self, hits: list[Hit]) -> str:
+    def abstention(self, hits: list[Hit], ask: Ask | None = None) -> str:
         closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]
         closest = prompts.ABSTAIN_CLOSEST.format(names=", ".join(closest_names)) if closest_names else ""
-        return prompts.ABSTAIN + closest
+        opening = prompts.NONE_EXISTS if ask is not None and ask.intent == "existence" else ""
+        return opening + prompts.ABSTAIN + closest
 
     # -- citations ----------------------------------------------------------------------------
 
@@ -271,18 +316,23 @@ class Assistant:
         query, alone = self.condense(question, history or [], k)
         timings["condense"] = (time.perf_counter() - started) * 1000
         mark = time.perf_counter()
-        retrieval = self.retrieve(query, alone, k)
+        ask = self.analyse(question, query)
+        timings["analyse"] = (time.perf_counter() - mark) * 1000
+        mark = time.perf_counter()
+        if ask.listing:
+            k = max(k or self.settings.k, self.settings.list_sources)
+        retrieval = self.retrieve(query, alone, k, ask.tied)
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
 
         mark = time.perf_counter()
-        sources, confidence, missing = self.judge(retrieval, question)
+        sources, confidence, missing = self.judge(retrieval, question, ask)
         extract_for = query  # what the extractive generator picks sentences for
         if alone is not None and retrieval is not alone:
             # A follow-up: its papers come from the conversation, its sentences from the question.
             sources = [self.retriever.rescored(hit, alone) for hit in sources]
             extract_for = question
         if not sources:
-            text = self.abstention(retrieval.hits)
+            text = self.abstention(retrieval.hits, ask)
             timings["first_piece"] = (time.perf_counter() - started) * 1000
             yield text
             timings["generate"] = (time.perf_counter() - mark) * 1000
@@ -298,19 +348,24 @@ class Assistant:
                     confidence="none",
                     question=question,
                     history=history or [],
+                    ask=ask,
                 )
             )
             return
 
         note = prompts.NOT_FOUND.format(phrase=missing.phrase) if missing else ""
+        if ask.intent == "existence" and confidence == "high" and self.generator is self.extractive:
+            note = prompts.EXISTS  # "Is there work on ...?" answered by what the work is
+        # A list or a table starts on a line of its own.
+        joint = "\n\n" if ask.listing else " "
         if note:
             timings["first_piece"] = (time.perf_counter() - started) * 1000
-            yield note + " "
+            yield note + joint
         generator, fallback = self.generator, False
         tracker = CitationTracker(sources, self.support, self.settings.support_threshold)
         pieces: list[str] = []
         try:
-            for piece in generator.stream(extract_for if generator is self.extractive else query, sources):
+            for piece in generator.stream(extract_for if generator is self.extractive else query, sources, ask):
                 shown = tracker.feed(piece)
                 if shown:
                     timings.setdefault("first_piece", (time.perf_counter() - started) * 1000)
@@ -329,16 +384,16 @@ class Assistant:
             # The extractive answer replaces whatever was shown; the final Answer is authoritative.
             generator, fallback = self.extractive, True
             tracker = CitationTracker(sources, self.support, self.settings.support_threshold)
-            pieces = [tracker.feed(p) for p in self.extractive.stream(extract_for, sources)]
+            pieces = [tracker.feed(p) for p in self.extractive.stream(extract_for, sources, ask)]
             pieces.append(tracker.finish())
         text = "".join(pieces).strip()
         abstained = not tracker.citations and (not text or _not_covered(text))
         if abstained:
-            text, confidence, missing, note = self.abstention(retrieval.hits), "none", None, ""
+            text, confidence, missing, note = self.abstention(retrieval.hits, ask), "none", None, ""
         elif fallback:
             text = f"{text} {prompts.FALLBACK_NOTE}"
         if note:
-            text = f"{note} {text}"
+            text = f"{note}{joint}{text}"
         timings["generate"] = (time.perf_counter() - mark) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         yield self._observed(
@@ -355,6 +410,7 @@ class Assistant:
                 note,
                 question=question,
                 history=history or [],
+                ask=ask,
             )
         )
 

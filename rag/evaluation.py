@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from .config import PROJECT_ROOT, Settings
 from .corpus import Corpus
 from .errors import RagError
 from .metrics import aggregate, answer_sentences, citation_metrics, keywords_present, ranking_metrics
+from .question import INTENTS
 
 QUESTION_TYPES = (
     "name",
@@ -34,7 +36,7 @@ QUESTION_TYPES = (
     "standalone",
 )
 SYSTEMS = ("bm25", "dense", "hybrid")
-SPLITS = {name: PROJECT_ROOT / "eval" / f"{name}.jsonl" for name in ("dev", "test", "test2")}
+SPLITS = {name: PROJECT_ROOT / "eval" / f"{name}.jsonl" for name in ("dev", "test", "test2", "test3", "test3_contrast")}
 LOO_SPLIT = "dev-loo"
 DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
 DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"
@@ -58,6 +60,9 @@ HEADLINE = {
     "false_abstention": "false abstention",
     "dangling_markers": "dangling markers",
     "multi_fact_keyword_accuracy": "keyword acc. 2+ facts",
+    "intent_accuracy": "intent as labelled",
+    "named_cited": "named papers all cited",
+    "shape_ok": "answer of the asked shape",
     "off_corpus_high": "off-corpus: high",
     "off_corpus_low": "off-corpus: low",
     "answerable_high_gold": "answerable: high, gold cited",
@@ -95,6 +100,8 @@ def load_questions(path: Path, corpus: Corpus) -> list[dict]:
         seen.add(q["id"])
         if q["type"] not in QUESTION_TYPES:
             problems.append(f"{where}: type {q['type']!r} is not one of {', '.join(QUESTION_TYPES)}")
+        if "intent" in q and q["intent"] not in INTENTS:
+            problems.append(f"{where}: intent {q['intent']!r} is not one of {', '.join(INTENTS)}")
         for pid in q["gold"]:
             if corpus.get(pid) is None:
                 problems.append(f"{where}: gold paper {pid!r} is not in the corpus")
@@ -135,12 +142,15 @@ def evaluate_question(assistant, q: dict) -> dict:
     """One question's record. Citations and keywords are judged on the answer's body: a low
     answer's note quotes the question, which neither cites nor answers."""
     answer = assistant.ask(q["question"], q["history"])
+    ask = answer.ask.to_dict() if answer.ask else None
     ranking = [h.paper.paper_id for h in assistant.retriever.search(answer.query, 10).hits]
     citations = [c.to_dict() for c in answer.citations]
     body = answer.body
     return {
         "id": q["id"],
         "type": q["type"],
+        "intent": q.get("intent") or (ask["intent"] if ask else "other"),  # as labelled, else as analysed
+        "ask": ask,
         "question": q["question"],
         "gold": q["gold"],
         "keywords": q["answer_keywords"],
@@ -157,7 +167,27 @@ def evaluate_question(assistant, q: dict) -> dict:
         "generator": answer.generator,
         "fallback": answer.fallback,
         "timings": answer.timings,
+        "shape_ok": shape_ok(q, answer, citations),
     }
+
+
+def shape_ok(q: dict, answer, citations: list[dict]) -> bool | None:
+    """Is the answer of the shape its intent asks for? A result answer holds a figure of a cited
+    abstract; a comparison cites every paper it names; a list or a summary cites every gold paper.
+    None for an intent with no shape to check, or a question with no answer to give."""
+    intent = q.get("intent") or (answer.ask.intent if answer.ask else "other")
+    cited = {c["paper_id"] for c in citations}
+    if not q["gold"]:
+        return None
+    if intent == "result":
+        numbers = {n for c in citations for n in re.findall(r"\d+(?:[.,]\d+)?", c["text"])}
+        return any(n in numbers for n in re.findall(r"\d+(?:[.,]\d+)?", answer.body))
+    if intent == "comparison":
+        named = {p.paper_id for p in answer.ask.named} if answer.ask else set()
+        return bool(named or q["gold"]) and (named or set(q["gold"])) <= cited
+    if intent in ("list", "summary"):
+        return set(q["gold"]) <= cited
+    return None
 
 
 def summarise(records: list[dict]) -> dict:
@@ -166,7 +196,12 @@ def summarise(records: list[dict]) -> dict:
         for t in QUESTION_TYPES
         if any(r["type"] == t for r in records)
     }
-    return {"overall": aggregate(records), "by_type": by_type}
+    by_intent = {
+        i: aggregate([r for r in records if r.get("intent") == i])
+        for i in INTENTS
+        if any(r.get("intent") == i for r in records)
+    }
+    return {"overall": aggregate(records), "by_type": by_type, "by_intent": by_intent}
 
 
 def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS, progress: bool = False) -> dict:

@@ -102,6 +102,25 @@ def markdown(report: dict) -> str:
         ]
         for qtype, figures in by_type.items():
             lines.append(f"| {qtype} | " + " | ".join(_cell(figures[k]) for k in keys) + " |")
+    intent_keys = [
+        "questions",
+        "intent_accuracy",
+        "keyword_accuracy",
+        "named_cited",
+        "shape_ok",
+        "multi_citation_recall",
+    ]
+    for split, system in cols:
+        by_intent = report["splits"][split]["systems"][system].get("by_intent", {})
+        lines += [
+            "",
+            f"## By intent: {split} {system}",
+            "",
+            "| intent | " + " | ".join(HEADLINE.get(k, k) for k in intent_keys) + " |",
+            "|---|" + "---|" * len(intent_keys),
+        ]
+        for intent, figures in by_intent.items():
+            lines.append(f"| {intent} | " + " | ".join(_cell(figures[k]) for k in intent_keys) + " |")
     for split, system in cols:
         failed = failures(report["splits"][split]["records"][system])
         lines += ["", f"## Failures: {split} {system} ({len(failed)})", ""]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
@@ -143,19 +143,23 @@ class Vocabulary:
         wanted = stems(word)
         return any(wanted <= self.stems_of(pid) for pid in paper_ids) if wanted else True
 
-    def missing(self, question: str, paper_ids: list[str], naming: AbstractSet[str] = frozenset()) -> Missing | None:
+    def missing(
+        self, question: str, paper_ids: list[str], naming: AbstractSet[str] = frozenset(), within: str | None = None
+    ) -> Missing | None:
         """What of the question none of the papers contains: its heaviest run of missing words
         (IDF-weighted; measured on dev, it separates better than all missing words together).
         A single missing word is named with the word after it in its phrase ("image" of "image
         generation models" -> "image generation"). None when every content word is found.
         `naming`: the stems of the paper names the question uses, which pick the paper, not what
-        is asked of it: they do not count ("What does Spiral RoPE report on audio?")."""
+        is asked of it: they do not count ("What does Spiral RoPE report on audio?"). `within`: the
+        part of the question a missing phrase may come from (its constraints, rag/question.py); its
+        weight is still a share of the whole question's, as the threshold on it was fitted."""
 
         def weigh(words) -> float:
             return self.idf.total(stem for word in words for stem in stems(word) - naming)
 
-        runs = question_phrases(question)
-        total = weigh(word for run in runs for word in run)
+        total = weigh(word for run in question_phrases(question) for word in run)
+        runs = question_phrases(within if within is not None else question)
         spans: list[tuple[float, str]] = []
         for run in runs:
             found = [self.found(word, paper_ids) for word in run]
@@ -225,10 +229,18 @@ class EvidenceModel:
     def weights(self, multilingual: bool):
         return self.settings.multilingual if multilingual else self.settings.english
 
-    def assess(self, question: str, hits: list, multilingual: bool = False, asked: str | None = None) -> list[Evidence]:
+    def assess(
+        self,
+        question: str,
+        hits: list,
+        multilingual: bool = False,
+        asked: str | None = None,
+        tied: Collection[str] = (),
+    ) -> list[Evidence]:
         """Evidence for each hit (a `retrieval.Hit`), in the hits' order. `question`: what was
         searched; `asked`: the user's own words when a follow-up was rewritten (default: `question`):
-        only a paper named there is taken as the subject whatever the scores."""
+        only a paper named there, or `tied` to it by the question's analysis, is taken as the
+        subject whatever the scores."""
         w = self.weights(multilingual)
         question_stems = stems(question)
         unknown = any(not self.vocabulary.knows(word) for word in name_like(question))
@@ -236,7 +248,7 @@ class EvidenceModel:
         for i, hit in enumerate(hits):
             others = max((h.dense_score for j, h in enumerate(hits) if j != i), default=0.0)
             sentence = max(hit.sentence_scores.values(), default=0.0)
-            named = mentions(asked or question, hit.paper.name)
+            named = hit.paper.paper_id in tied or mentions(asked or question, hit.paper.name)
             coverage, elsewhere = self.vocabulary.shares(question_stems, hit.paper.paper_id)
             logit = (
                 w.bias

@@ -11,8 +11,9 @@ from .citations import MARKER
 from .config import ExtractiveWeights
 from .corpus import mentions
 from .lexicon import Lexicon
+from .question import Ask, analyse
 from .retrieval import Hit
-from .text import asks_for_several, is_cjk, stems
+from .text import CONTRIBUTION, NEW_WORK, asks_for_several, is_cjk, stems
 
 _WHICH = re.compile(
     r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
@@ -23,6 +24,37 @@ _HOW_MUCH = re.compile(
     re.I,
 )
 _NUMBER = re.compile(r"\d")
+# A count or a figure, in digits or in words ("twelve downstream tasks").
+_QUANTITY = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|thousands?|"
+    r"millions?|twice|double[sd]?|triple[sd]?|half|halves|halving)\b",
+    re.I,
+)
+# A question that asks for the datasets or benchmarks by name (not for the tasks or the settings).
+_ASKS_DATA_NAMES = re.compile(r"\b(datasets?|benchmarks?|corpora)\b|数据集|基准", re.I)
+# A figure a result is reported in: "12.2x", "9.1$\\times$", "40%", "3-fold", "by 15 points".
+FIGURE = re.compile(
+    r"\d(?:[\d,.]*\d)?\s*(?:\\?%|\$?\\times\$?|×|x\b|-?fold\b|times\b|points?\b|pp\b)|\b(?:up to|by|of|to) \*?\d",
+    re.I,
+)
+# "What problem does X address?": the sentences stating the problem or its cause.
+_PROBLEM = re.compile(
+    r"\b(however|yet|but|despite|although|remains?|suffer\w*|limit\w*|fail\w*|struggl\w*|challeng\w*|bottleneck\w*|"
+    r"costly|expensive|incompatible|lack\w*|difficult\w*|unclear|overlook\w*|neglect\w*|ignor\w*|prone|"
+    r"existing|current|prior|previous|conventional|standard|traditional|typically|often|rely|relies)\b",
+    re.I,
+)
+# "How does X work?": the sentences saying how.
+_MECHANISM = re.compile(
+    r"\b(by|via|through|consists? of|compris\w*|first\w*|then|which|leverag\w*|combin\w*|replac\w*|uses?)\b", re.I
+)
+# The sentence naming what a paper is evaluated on: a named benchmark or dataset ("LongBench",
+# "ImageNet-1K", "Dream-7B"), or a count of them ("18 datasets").
+_NAMES_DATA = re.compile(
+    r"\b[A-Z][\w-]*[A-Z0-9][\w-]*\b|\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b"
+)
+# A dataset or benchmark named as where something was done: "perplexity on WikiText-2", "across LongBench".
+_DATA_NAMED = re.compile(r"\b(on|in|across|using|with|from|over)\s+(the\s+)?([\w-]+\s+){0,3}?[A-Z][\w-]*[A-Z0-9][\w-]*")
 # "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
 # reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
 _WHERE_TESTED = re.compile(
@@ -37,7 +69,6 @@ _EXPERIMENTS = re.compile(
 _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
 )
-_CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
 _LEAD_IN = re.compile(
@@ -63,7 +94,7 @@ def introduces(sentence: str, name: str) -> bool:
         return False
     named = re.escape(name)
     return (
-        bool(_CONTRIBUTION.search(sentence))
+        bool(CONTRIBUTION.search(sentence))
         or re.search(rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence)
         is not None
     )
@@ -119,12 +150,18 @@ class ExtractiveGenerator:
         shared = question_stems & sentence_stems
         return sum(self.idf[s] / spread.get(s, 1) for s in shared) / self.idf.total(question_stems)
 
-    def score(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
-        """Every sentence of the sources, best first."""
+    def score(
+        self, question: str, sources: list[Hit], multilingual: bool = False, ask: Ask | None = None
+    ) -> list[Candidate]:
+        """Every sentence of the sources, best first. `ask`: the question's analysis; its intent
+        and the types of the facts asked favour the sentences of that kind."""
         w = self.weights
+        ask = ask or analyse(question)
         spread = w.multilingual_spread if multilingual else 1.0
-        wants_number = bool(_HOW_MUCH.search(question))
-        wants_experiments = bool(_WHERE_TESTED.search(question))
+        wants_number = bool(_HOW_MUCH.search(question)) or "number" in ask.wants
+        wants_experiments = bool(_WHERE_TESTED.search(question)) or "dataset" in ask.wants
+        wants_problem = ask.intent == "limitation"
+        wants_mechanism = ask.intent == "how-it-works"
         wants_code = bool(_CODE_QUESTION.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
@@ -149,7 +186,7 @@ class ExtractiveGenerator:
                 )
                 if position == 0:
                     score += spread * w.opening
-                if _CONTRIBUTION.search(sentence) or hit.paper.name in sentence:
+                if (CONTRIBUTION.search(sentence) or hit.paper.name in sentence) and not wants_problem:
                     score += spread * w.contribution
                 if defining and introduces(sentence, hit.paper.name):
                     score += spread * w.definition
@@ -157,15 +194,21 @@ class ExtractiveGenerator:
                     score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
                 if wants_experiments and _EXPERIMENTS.search(sentence):
                     score += spread * w.experiments
+                if wants_problem and (position == 0 or _PROBLEM.search(sentence)):
+                    score += spread * w.motivation
+                if wants_mechanism and _MECHANISM.search(sentence):
+                    score += spread * w.mechanism
                 if _BOILERPLATE.search(sentence):
                     # "Code is available at ..." answers a question about code and nothing else.
                     score += w.boilerplate if wants_code else -w.boilerplate
                 candidates.append(Candidate(n, sentence, score, frozenset(question_stems & sentence_stems[sentence])))
         return sorted(candidates, key=lambda c: -c.score)
 
-    def select(self, question: str, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
+    def select(
+        self, question: str, sources: list[Hit], multilingual: bool = False, ask: Ask | None = None
+    ) -> list[Candidate]:
         w = self.weights
-        candidates = self.score(question, sources, multilingual)
+        candidates = self.score(question, sources, multilingual, ask)
         if not candidates:
             return []
         if asks_for_several(question):
@@ -219,15 +262,29 @@ class ExtractiveGenerator:
             covered |= pick.asked
         return chosen
 
-    def compose(self, question: str, sources: list[Hit]) -> str:
-        chosen = self.select(question, sources, multilingual=is_cjk(question))
+    def compose(self, question: str, sources: list[Hit], ask: Ask | None = None) -> str:
+        """The answer in the shape the question asks for: the named papers side by side for a
+        comparison, a line per paper for a list or a summary (a table when a figure is asked),
+        else the sentences that answer, with a plain word for a part no source holds."""
+        ask = ask or analyse(question)
+        multilingual = is_cjk(question)
+        number = {hit.paper.paper_id: n for n, hit in enumerate(sources, start=1)}
+        named = [number[p.paper_id] for p in ask.named if p.paper_id in number]  # in the order asked
+        if ask.intent == "comparison" and len(named) >= 2:
+            return self.side_by_side(question, sources, named, ask)
+        if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
+            return self.per_paper(question, sources, ask)
+        chosen = self.select(question, sources, multilingual, ask)
+        text = self.write(question, sources, chosen)
+        absent = self.absent(sources, chosen, named, ask)
+        return f"{absent} {text}" if absent and text else text
+
+    def write(self, question: str, sources: list[Hit], chosen: list[Candidate]) -> str:
+        """Chosen sentences as answer prose, each cited; a paper named the first time it speaks."""
         parts = []
         introduced: set[int] = set()
         for c in chosen:
-            # A bracketed number inside an abstract ("as in [7]") is not ours to cite.
-            text = " ".join(MARKER.sub(" ", third_person(c.sentence)).split())
-            end = text[-1] if text and text[-1] in ".!?" else "."
-            text = text.rstrip(".!?")
+            text, end = self.sentence(c)
             name = sources[c.source - 1].paper.name
             # Say which paper a sentence comes from the first time, unless the question or the sentence says it.
             if (
@@ -241,6 +298,105 @@ class ExtractiveGenerator:
             parts.append(f"{text} [{c.source}]{end}")
         return " ".join(parts)
 
-    def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
-        text = self.compose(question, sources)
+    @staticmethod
+    def sentence(c: Candidate) -> tuple[str, str]:
+        """A candidate's sentence as the answer says it, without its final stop, and that stop."""
+        # A bracketed number inside an abstract ("as in [7]") is not ours to cite.
+        text = " ".join(MARKER.sub(" ", third_person(c.sentence)).split())
+        end = text[-1] if text and text[-1] in ".!?" else "."
+        return text.rstrip(".!?"), end
+
+    def best_per_paper(
+        self, candidates: list[Candidate], wanted: re.Pattern[str] | None = None
+    ) -> dict[int, Candidate]:
+        """Each source's best sentence (of those matching `wanted`, when given)."""
+        best: dict[int, Candidate] = {}
+        for c in candidates:
+            if wanted is None or wanted.search(c.sentence):
+                best.setdefault(c.source, c)
+        return best
+
+    def side_by_side(self, question: str, sources: list[Hit], named: list[int], ask: Ask) -> str:
+        """A comparison: each named paper on one line, with its sentence on the aspect asked
+        (and, when a figure or the data is asked, the sentence that gives it)."""
+        candidates = self.score(question, sources, is_cjk(question), ask)
+        aspect = FIGURE if "number" in ask.wants else _NAMES_DATA if "dataset" in ask.wants else None
+        lines = []
+        for n in named:
+            own = [c for c in candidates if c.source == n]
+            if not own:
+                continue
+            name = sources[n - 1].paper.name
+            # What the paper is (the sentence introducing it and the one after, which says how
+            # it works), then its sentence on the aspect asked; in the abstract's order.
+            order = list(sources[n - 1].sentence_scores)
+            what = next((c for c in own if introduces(c.sentence, name)), None)
+            after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
+            on_aspect = self.best_per_paper(own, aspect).get(n, own[0]) if aspect else own[0]
+            chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
+            picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
+            body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
+            lines.append(f"- **{_cell(sources[n - 1].paper.name)}**: {body}")
+        return "\n".join(lines)
+
+    def per_paper(self, question: str, sources: list[Hit], ask: Ask) -> str:
+        """One line per paper with what it contributes to the question; a Markdown table
+        (paper | what it does | figure) when the question asks for a figure."""
+        w = self.weights
+        candidates = self.score(question, sources, is_cjk(question), ask)
+        best = self.best_per_paper(candidates)
+        if ask.intent == "summary" or NEW_WORK.search(ask.question):
+            # A summary, or papers asked for what they contribute: the sentence saying what that is.
+            best |= self.best_per_paper(candidates, NEW_WORK)
+        order = sorted(best)[: w.max_papers]
+        if "number" in ask.wants:
+            figures = self.best_per_paper(candidates, FIGURE)
+            best = {**best, **self.best_per_paper(candidates, CONTRIBUTION)}
+            rows = ["| Paper | What it does | Figure |", "|---|---|---|"]
+            for n in order:
+                does, figure = best[n], figures.get(n)
+                cells = [_cell(sources[n - 1].paper.name), f"{_cell(self.sentence(does)[0])} [{n}]"]
+                cells.append(
+                    f"{_cell(self.sentence(figure)[0])} [{n}]"
+                    if figure is not None and figure is not does
+                    else "(in the sentence before)"
+                    if figure is not None
+                    else "(no figure in the abstract)"
+                )
+                rows.append("| " + " | ".join(cells) + " |")
+            return "\n".join(rows)
+        lines = []
+        for n in order:
+            name = sources[n - 1].paper.name
+            text, end = self.sentence(best[n])
+            label = f"**{_cell(name)}**: " if not name.endswith("…") else ""
+            lines.append(f"- {label}{text} [{n}]{end}")
+        return "\n".join(lines)
+
+    @staticmethod
+    def absent(sources: list[Hit], chosen: list[Candidate], named: list[int], ask: Ask) -> str:
+        """A plain word for an asked part that the one paper asked about does not give: its
+        benchmarks, or a figure."""
+        if len(named) != 1:
+            return ""
+        hit = sources[named[0] - 1]
+        sentences = list(hit.sentence_scores)
+        name = hit.paper.name
+        if (
+            "dataset" in ask.wants
+            and _ASKS_DATA_NAMES.search(ask.question)
+            and not any(_DATA_NAMED.search(s.replace(name, "")) for s in sentences)
+        ):
+            return f"{name}'s abstract does not name the datasets or benchmarks it is evaluated on."
+        if "number" in ask.wants and not any(_QUANTITY.search(s.replace(name, "")) for s in sentences):
+            return f"{name}'s abstract gives no figure for this."
+        return ""
+
+    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
+        text = self.compose(question, sources, ask)
         yield from re.findall(r"\S+\s*", text)
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell or bold run."""
+    return text.replace("|", "/").replace("**", "")

@@ -1,6 +1,7 @@
 """Numbered sources -> answer text with [n] markers, as a stream of text pieces.
 
-Two generators behind one small interface (`name`, `stream(question, sources)`):
+Two generators behind one small interface (`name`, `stream(question, sources, ask)`, where
+`ask` is the question's analysis, rag/question.py, that shapes the answer):
 `LLMGenerator` (rag/llm.py) calls any OpenAI-compatible endpoint; `ExtractiveGenerator`
 (rag/extractive.py) needs no model and answers from the retrieved abstracts' own sentences in
 milliseconds. `make_generator` picks one from the settings.
@@ -15,13 +16,14 @@ from .config import Settings
 from .extractive import ExtractiveGenerator
 from .lexicon import Lexicon
 from .llm import LLMGenerator
+from .question import Ask
 from .retrieval import Hit
 
 
 class Generator(Protocol):
     name: str
 
-    def stream(self, question: str, sources: list[Hit]) -> Iterator[str]: ...
+    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]: ...
 
 
 def make_generator(settings: Settings, lexicon: Lexicon | None = None) -> Generator:

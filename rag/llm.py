@@ -14,6 +14,7 @@ from typing import Any
 from . import prompts
 from .config import Settings
 from .errors import GeneratorError, GeneratorTimeout
+from .question import Ask
 from .retrieval import Hit
 
 _SHINGLE = 6
@@ -245,9 +246,10 @@ class LLMGenerator:
         _ACCEPTED_FORMAT[self._endpoint] = None
         return None
 
-    def stream(self, question: str, sources: list[Hit]) -> Iterator[str]:
+    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
+        guide = prompts.ANSWER_GUIDE.format(intent=ask.intent, shape=prompts.INTENT_SHAPES[ask.intent]) if ask else ""
         user = prompts.ANSWER_USER.format(
-            sources=format_sources(sources, self.settings.llm_source_sentences), question=question
+            sources=format_sources(sources, self.settings.llm_source_sentences), question=question, guide=guide
         )
         reply = self._structured(
             prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm_max_tokens, answer_schema(len(sources))

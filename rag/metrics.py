@@ -13,7 +13,9 @@ from statistics import median
 
 from .citations import MARKER, lexical_support
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[\"'(])|(?<=[。！？])")
+_SENTENCE = re.compile(
+    r"(?<=[.!?])\s+(?=[A-Z0-9\[\"'(])|(?<=[。！？])|\n+"
+)  # a line (list item, table row) ends one too
 
 
 def ranking_metrics(ranking: list[str], gold: list[str]) -> dict:
@@ -133,6 +135,16 @@ def aggregate(records: list[dict]) -> dict:
             r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"
         ),
         "dangling_markers": sum(r["citations"].get("dangling", 0) for r in answered),
+        "intent_accuracy": _mean(
+            float(r["ask"]["intent"] == r["intent"]) for r in records if r.get("ask") and r.get("intent")
+        ),
+        # A question naming papers (a comparison above all) cites each of them.
+        "named_cited": _mean(
+            float({p["paper_id"] for p in r["ask"]["named"]} <= set(r["cited"]))
+            for r in answered
+            if r.get("ask") and r["ask"]["named"]
+        ),
+        "shape_ok": _mean(float(r["shape_ok"]) for r in records if r.get("shape_ok") is not None),
         "abstention_precision": _ratio(sum(not r["gold"] for r in abstained), len(abstained)),
         "abstention_recall": _ratio(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
         "false_abstention": _ratio(sum(r["abstained"] for r in answerable), len(answerable)),

@@ -8,7 +8,7 @@ neither. The retrievers themselves are LlamaIndex's.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -20,7 +20,7 @@ from .evidence import Vocabulary
 from .lexicon import NameFinder
 from .limits import MAX_K
 from .stores.base import Ranked, SearchIndex, SentenceRows
-from .text import is_cjk, stems
+from .text import NEW_WORK, is_cjk, stems
 
 
 @dataclass
@@ -79,7 +79,9 @@ class Retriever:
         """The papers whose name `text` mentions, in corpus order (one scan of `text`, at any corpus size)."""
         return [self.papers[pid] for pid in sorted(self.names.named(text), key=self._order.__getitem__)]
 
-    def search(self, query: str, k: int | None = None) -> Retrieval:
+    def search(self, query: str, k: int | None = None, include: Collection[str] = ()) -> Retrieval:
+        """The k best papers for `query`, and after them the papers of `include` (ids the question
+        analysis tied to the question: named, or holding its term) that did not make the k."""
         query = " ".join((query or "").split())
         if not query:
             raise QueryError("the query is empty")
@@ -120,6 +122,7 @@ class Retriever:
             for pid, (rank, _) in ranking.items():
                 fused[pid] = fused.get(pid, 0.0) + weight / (self.settings.rrf_k + rank)
         ordered = sorted(fused, key=lambda pid: (-fused[pid], dense.get(pid, (10**9,))[0]))[:k]
+        ordered += [pid for pid in dict.fromkeys(include) if pid in self.papers and pid not in ordered]
 
         question = np.asarray(embedding, dtype=np.float32)
         sentences = self.index.sentences_of(ordered)
@@ -130,7 +133,7 @@ class Retriever:
                 Hit(
                     paper=self.papers[pid],
                     rank=rank,
-                    score=fused[pid],
+                    score=fused.get(pid, 0.0),
                     # A paper only BM25 found: its best sentence cosine stands in.
                     dense_score=dense[pid][1] if pid in dense else float(scores.max(initial=0.0)),
                     snippet=sentences[pid].texts[int(np.argmax(scores))] if len(scores) else "",
@@ -139,6 +142,27 @@ class Retriever:
                 )
             )
         return Retrieval(query=query, multilingual=multilingual, hits=hits, vector=question)
+
+    def containing(self, phrases: Sequence[str], contribution: bool, limit: int) -> list[str]:
+        """The papers that contain every phrase, each within one sentence ("Which papers report
+        results on LongBench?"); with `contribution`, a phrase only counts in a sentence that
+        states the paper's contribution ("Which papers propose new benchmarks?"). Candidates come
+        from BM25's inverted index, so the cost follows the phrases' postings, not the corpus.
+        Empty when more than `limit` papers qualify: a term that common does not pick papers."""
+        wanted = [stems(phrase) for phrase in phrases]
+        wanted = [w for w in wanted if w]
+        if not wanted:
+            return []
+        candidates = _paper_ranking(
+            self.index.bm25_ranking(" ".join(phrases), self.settings.term_candidates), self.papers
+        )
+        rows = self.index.sentences_of(candidates)
+        found = []
+        for pid in candidates:
+            sentences = [stems(text) for text in rows[pid].texts if not contribution or NEW_WORK.search(text)]
+            if all(any(w <= own for own in sentences) for w in wanted):
+                found.append(pid)
+        return found if len(found) <= limit else []
 
     def rescored(self, hit: Hit, retrieval: Retrieval) -> Hit:
         """`hit` with its sentences scored against another retrieval's query: a follow-up's paper

@@ -27,6 +27,15 @@ STOPWORDS = frozenset(
 )
 
 
+# A sentence that states what the paper contributes ("We propose X", "this paper introduces Y").
+CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
+NEW_WORK = re.compile(
+    r"\b(we|this (paper|work))\s+(\w+\s+)?"
+    r"(propos|introduc|present|develop|construct|build|buil|releas|curat|creat)\w*\b",
+    re.I,
+)
+
+
 def is_cjk(text: str) -> bool:
     """True when a question is written (mostly) in Chinese, Japanese or Korean script."""
     letters = [c for c in text if c.isalpha()]

@@ -183,6 +183,7 @@ def cmd_eval(args, settings: Settings) -> int:
     for key, label in HEADLINE.items():
         values = [report["splits"][a]["systems"][b]["overall"][key] for a, b in cols]
         print(f"{label:<34}" + "".join(f"{'-' if v is None else f'{v:.3f}':>{width}}" for v in values))
+    print_by_intent(report, cols)
     sizes = ", ".join(f"{name} {len(qs)}" for name, qs in splits.items())
     print(f"questions: {sizes}; {len(args.systems)} systems in {report['seconds']} s -> {out}/report.md")
     if args.check:
@@ -191,6 +192,24 @@ def cmd_eval(args, settings: Settings) -> int:
             print(f"below floor: {problem}", file=sys.stderr)
         return 1 if problems else 0
     return 0
+
+
+def print_by_intent(report: dict, cols: list[tuple[str, str]]) -> None:
+    """Per intent and column: keyword accuracy / named papers all cited / answer of the asked shape (questions)."""
+    from rag.question import INTENTS
+
+    def cell(figures: dict | None) -> str:
+        if not figures:
+            return "-"
+        shown = (figures[k] for k in ("keyword_accuracy", "named_cited", "shape_ok"))
+        return "/".join("-" if v is None else f"{v:.2f}" for v in shown) + f" ({figures['questions']})"
+
+    width = 22
+    print(f"\n{'by intent: keywords/named cited/shape':<38}" + "".join(f"{f'{a}:{b}':>{width}}" for a, b in cols))
+    for intent in INTENTS:
+        cells = [cell(report["splits"][a]["systems"][b].get("by_intent", {}).get(intent)) for a, b in cols]
+        if any(c != "-" for c in cells):
+            print(f"{intent:<38}" + "".join(f"{c:>{width}}" for c in cells))
 
 
 def cmd_serve(args, settings: Settings) -> int:

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, Field
 
 from rag.limits import MAX_COMMENT_CHARS, MAX_HISTORY_TURNS, MAX_K, MAX_QUESTION_CHARS, MAX_TURN_CHARS
+from rag.question import AnswerType, Intent
 
 
 def unicode_text(value: str) -> str:
@@ -99,6 +100,25 @@ class CitationOut(BaseModel):
     code_url: str | None = None
 
 
+class NamedPaperOut(BaseModel):
+    paper_id: str
+    name: str
+
+
+class FactOut(BaseModel):
+    text: str = Field(description="One part of the question, as asked.")
+    type: AnswerType = Field(description="The answer it expects.")
+
+
+class AskAnalysisOut(BaseModel):
+    """What the question asks, as the service understood it (rag/question.py)."""
+
+    intent: Intent
+    named: list[NamedPaperOut] = Field(description="The papers the question (or the conversation) names.")
+    facts: list[FactOut] = Field(description="One per part of the question, in the order asked.")
+    constraints: list[str] = Field(description="The phrases saying what it is about; never an intent word.")
+
+
 class AskResponse(BaseModel):
     answer_id: str = Field(description="Names this answer for POST /feedback.")
     answer: str
@@ -114,6 +134,7 @@ class AskResponse(BaseModel):
     fallback: bool
     timings: dict[str, float]
     suggestions: list[str] = Field(description="Questions to ask next about the cited papers.")
+    ask: AskAnalysisOut | None = Field(None, description="What the question asks: intent, named papers, facts.")
 
 
 class FeedbackRequest(BaseModel):

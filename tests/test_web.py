@@ -31,6 +31,21 @@ def test_an_answer_streams_in_with_citation_links_that_open_the_abstract(chat: P
     chat.screenshot(path=str(ARTIFACTS / "answer.png"), full_page=True)
 
 
+def test_several_papers_and_a_figure_come_as_a_table_and_a_comparison_as_a_list(chat: Page):
+    table = ask(chat, "Which papers speed up diffusion language models, and by how much?").locator(".body table")
+    expect(table).to_have_count(1)
+    expect(table.locator("th")).to_have_text(["Paper", "What it does", "Figure"])
+    expect(table.locator("tbody tr").first.locator("td")).to_have_count(3)
+    expect(table).to_contain_text("12.2")
+    expect(table.locator(".cite").first).to_be_visible()
+    assert "|" not in table.inner_text()  # laid out, not shown as Markdown
+    items = ask(chat, "Compare SPEED and dLLM-Cache").locator(".body li")
+    expect(items).to_have_count(2)
+    expect(items.locator("strong")).to_have_text(["SPEED", "dLLM-Cache"], ignore_case=False)
+    ARTIFACTS.mkdir(exist_ok=True)
+    chat.screenshot(path=str(ARTIFACTS / "table.png"), full_page=True)
+
+
 def test_a_follow_up_is_answered_in_context(chat: Page):
     ask(chat, "How does Jacobi Forcing work?")
     answer = ask(chat, "What speedup does it report?")

@@ -114,14 +114,19 @@ function addTurn(role, text) {
   return turn;
 }
 
-// The answer text with each [n] as a link to citation n (plain text around it).
-function renderAnswer(turn, text, citations) {
-  const body = turn.querySelector(".body");
-  body.replaceChildren();
-  const byN = new Map((citations || []).map((c) => [c.n, c]));
+// An answer's inline text as nodes: each [n] a link to citation n, **bold** runs, formulas.
+function inline(text, byN) {
+  const nodes = [];
   let last = 0;
-  for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    body.append(...withMath(text.slice(last, match.index)));
+  for (const match of text.matchAll(/\[(\d+)\]|\*\*([^*\n]+)\*\*/g)) {
+    nodes.push(...withMath(text.slice(last, match.index)));
+    last = match.index + match[0].length;
+    if (match[2] !== undefined) {
+      const strong = document.createElement("strong");
+      strong.append(...withMath(match[2]));
+      nodes.push(strong);
+      continue;
+    }
     const n = Number(match[1]);
     const link = document.createElement("a");
     link.href = "#";
@@ -134,10 +139,62 @@ function renderAnswer(turn, text, citations) {
       link.setAttribute("aria-label", `Source ${n}: ${citation.name}`);
       link.addEventListener("click", (e) => { e.preventDefault(); showPaper(citation, citation.snippet); });
     }
-    body.append(link);
-    last = match.index + match[0].length;
+    nodes.push(link);
   }
-  body.append(...withMath(text.slice(last)));
+  nodes.push(...withMath(text.slice(last)));
+  return nodes;
+}
+
+// The blocks an answer is written in: prose, "- " list items, and "| a | b |" table rows (a
+// comparison, a list of papers, a table of figures). Written by hand, as the page builds every
+// node itself (no HTML from the server ever reaches innerHTML) and only these three are used.
+function blocks(text) {
+  const out = [];
+  for (const line of text.split("\n")) {
+    const kind = /^\s*\|.*\|\s*$/.test(line) ? "table" : /^\s*[-*] /.test(line) ? "list" : "text";
+    const previous = out[out.length - 1];
+    if (previous && previous.kind === kind) previous.lines.push(line);
+    else out.push({ kind, lines: [line] });
+  }
+  return out;
+}
+
+function cells(row) {
+  return row.trim().replace(/^\||\|$/g, "").split("|").map((c) => c.trim());
+}
+
+// The answer text, with its lists and tables laid out and each [n] a link to citation n.
+function renderAnswer(turn, text, citations) {
+  const body = turn.querySelector(".body");
+  body.replaceChildren();
+  const byN = new Map((citations || []).map((c) => [c.n, c]));
+  for (const block of blocks(text)) {
+    if (block.kind === "list") {
+      const list = document.createElement("ul");
+      for (const line of block.lines) {
+        const item = document.createElement("li");
+        item.append(...inline(line.replace(/^\s*[-*] /, ""), byN));
+        list.append(item);
+      }
+      body.append(list);
+    } else if (block.kind === "table") {
+      const rows = block.lines.filter((line) => !/^\s*\|[\s:|-]+\|\s*$/.test(line));  // not the |---| rule
+      const table = document.createElement("table");
+      rows.forEach((row, i) => {
+        const tr = document.createElement("tr");
+        for (const cell of cells(row)) {
+          const td = document.createElement(i === 0 ? "th" : "td");
+          td.append(...inline(cell, byN));
+          tr.append(td);
+        }
+        (i === 0 ? table.createTHead() : (table.tBodies[0] || table.createTBody())).append(tr);
+      });
+      body.append(table);
+    } else {
+      const prose = block.lines.join("\n").replace(/^\n+|\n+$/g, "");
+      if (prose) body.append(...inline(prose, byN));
+    }
+  }
 }
 
 function renderSources(turn, citations) {

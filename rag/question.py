@@ -1,0 +1,283 @@
+"""Question analysis: what a question asks, before anything is retrieved.
+
+`analyse(question, named)` returns an `Ask`: the intent (the kind of answer wanted), the papers
+the question names, the facts it asks for (one per part of a multi-part question, each with
+the type of answer expected) and its constraints (the content phrases saying what it is about).
+The words that only say what kind of answer is wanted ("compare", "summarize", "which
+datasets", "how much", "faster", 比较, 总结, 哪些) are scaffolding: they shape the answer, and
+are never a constraint, so never "the part not found".
+
+Hand-written rules over English and Chinese question forms: the expected-answer-type step of
+factoid QA. No library ships one that runs offline (spaCy's and NLTK's models are downloads).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .corpus import Paper
+from .evidence import question_phrases
+from .text import asks_for_several, is_cjk
+
+Intent = Literal[
+    "what-is", "how-it-works", "result", "data", "comparison", "summary", "list", "limitation", "existence", "other"
+]
+AnswerType = Literal["number", "dataset", "method", "yes/no", "text"]
+INTENTS: tuple[Intent, ...] = (
+    "what-is",
+    "how-it-works",
+    "result",
+    "data",
+    "comparison",
+    "summary",
+    "list",
+    "limitation",
+    "existence",
+    "other",
+)
+
+
+def _any(*patterns: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.I)
+
+
+# Each intent's forms, English then Chinese. Checked in the order of `_ORDER`: a comparison of
+# results ("Compare the speedups of A and B") is a comparison; "Which papers report results on X?"
+# a list.
+_COMPARISON = _any(
+    r"\bcompar(e|es|ed|ing|ison)\b",
+    r"\bcontrast\b",
+    r"\bdiffer(s|ed|ence|ences)?\b|\bdifferent from\b",
+    r"\bdistinguish\w*\b",
+    r"\bversus\b|\bvs\.?(?=\s)",
+    r"\b(similarit(y|ies)|in common)\b",
+    r"\b(better|faster|stronger|more \w+) than\b",
+    r"\bwhich (one|of (the|them|these|those) (two|three|both))\b",
+    r"比较|对比|区别|不同|差异|异同|相比|哪个更",
+)
+_SUMMARY = _any(
+    r"\bsummar(y|ies|i[sz]e|i[sz]es|i[sz]ing)\b",
+    r"\boverview\b",
+    r"\bsurvey\b",
+    r"\brecap\b",
+    r"\bwhat (has been|is being|was) done\b",
+    r"\bwhat (do|does) the (corpus|conference|collection) (say|have|contain)\b",
+    r"\b(landscape|state of (the )?(art|research))\b",
+    r"总结|概述|综述|概括|归纳|梳理|概览",
+)
+_EXISTENCE = _any(
+    r"^\W*(is|are) there\b",
+    r"^\W*(does|do|did) (any|some|one) (of the )?(paper|work|method|study|studies|approach|model)s?\b",
+    r"^\W*has (any(one|body)?|some(one|body)?|any (paper|work))\b",
+    r"^\W*(any|anything) (paper|work|method|study|research)s? (on|about|that|which)\b",
+    r"有没有|是否有|有无|存在.{0,6}(论文|工作|方法|研究)吗|有.{0,8}(论文|工作|方法|研究)吗",
+)
+_DATA = _any(
+    r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|corpora|environments?|tasks?|domains?|games?|suites?)\b",
+    r"\b(evaluat\w*|test\w*|validat\w*|benchmark\w*|experiment\w*|trained|train)\s+(on|in|with|against)\s+(what|which)\b",
+    r"\bon (what|which) (data|datasets?|benchmarks?)\b",
+    r"\b(datasets?|benchmarks?) (are|is|were|was) (used|evaluated|tested)\b",
+    r"数据集|基准|测试集|评测|在哪些.{0,6}(任务|数据|环境)",
+)
+_RESULT = _any(
+    r"\bhow (much|many|fast|large|big|small|long|often|well|accurate)\b",
+    r"\bby (how much|what (factor|margin|percent\w*))\b",
+    r"\bwhat (\w+\s+){0,2}?(speed-?ups?|accuracy|accuracies|improvement|gains?|scores?|percentage|error|rate|"
+    r"reduction|numbers?|figures?|results?|performance|success|pass rate|f1|auc|bleu|perplexity)\b",
+    r"\b(speed-?ups?|faster|slower|x faster)\b",
+    r"多少|几倍|提升了?多|加速了?多|百分之|准确率|几个|多大|多快",
+)
+_LIMITATION = _any(
+    r"\blimitations?\b",
+    r"\b(drawbacks?|weakness(es)?|shortcomings?|bottlenecks?|pitfalls?|failure modes?)\b",
+    r"\bwhat (problem|gap|issue|challenge)s?\b",
+    r"\bwhat motivate[sd]?\b|\bmotivation\b",
+    r"^\W*why\b",
+    r"\bwhat (\w+\s+){0,3}(address|tackle|solve|overcome|fix)(es|s)?\b",
+    r"局限|不足|缺点|缺陷|动机|为什么|为何|解决.{0,20}?(什么|哪些)问题|针对.{0,20}?(什么|哪些)问题",
+)
+_HOW = _any(
+    r"^\W*how (does|do|did|is|are|can|could)\b",
+    r"\bhow (it|they) works?\b",
+    r"\b(mechanism|key idea|main idea|core idea|intuition|pipeline|architecture)\b",
+    r"\bwhat (technique|method|approach|strategy|trick)s? (does|do|did)\b",
+    r"\bwork\?\s*$",
+    r"如何|怎么|怎样|原理|机制|是怎么",
+)
+_WHAT_IS = _any(
+    r"^\W*what (is|are)\b",
+    r"^\W*what (does|do) [^?]{1,60} (do|propose|introduce|stand for)\b",
+    r"^\W*(define|explain|describe)\b",
+    r"\btell me about\b",
+    r"是什么|什么是|介绍一下|讲了什么|做了什么",
+)
+_ORDER: tuple[tuple[Intent, re.Pattern[str]], ...] = (
+    ("comparison", _COMPARISON),
+    ("summary", _SUMMARY),
+    ("existence", _EXISTENCE),
+    ("data", _DATA),
+    ("result", _RESULT),
+    ("limitation", _LIMITATION),
+    ("how-it-works", _HOW),
+    ("what-is", _WHAT_IS),
+)
+_ANSWER_TYPES: dict[Intent, AnswerType] = {
+    "result": "number",
+    "data": "dataset",
+    "how-it-works": "method",
+    "existence": "yes/no",
+}
+
+# Scaffolding: the words that say what kind of answer is wanted. They are cut out of the
+# question's constraints (a comma in their place ends a phrase). Measure words ("faster",
+# "speedup", "accuracy") say which figure is wanted; whether the paper gives it is the
+# answer's business (a part said plainly to be absent), not a constraint of the topic.
+_SCAFFOLDING = _any(
+    r"\b(please|can you|could you|would you|i want to know|i'd like to know|tell me( about)?|give me|show me)\b",
+    r"\b(briefly|in short|in detail|in a few (words|sentences)|side by side)\b",
+    r"\bcompar(e|es|ed|ing|ison)\b|\bcontrast(s|ed|ing)?\b|\bdiffer(s|ence|ences|ent|ently)?\b|\bversus\b|\bvs\.?",
+    r"\bdistinguish\w*\b|\bsimilarit(y|ies)\b|\bin common\b|\bsimilar\b",
+    r"\bsummar(y|ies|i[sz]e|i[sz]es|i[sz]ing)\b|\boverview\b|\bsurvey\b|\brecap\b|\blist\b|\benumerate\b",
+    r"\bdescribe\b|\bexplain\b|\bdefine\b|\bdefinition\b",
+    r"\b(datasets?|benchmarks?|corpora|test sets?)\b"
+    r"(?=[^?]{0,60}\b(evaluat|test|validat|train|use|run|report|experiment))",
+    r"\b(evaluat(e|es|ed|ion)|tested|validated|experiments?|experimental)\b",
+    r"\bhow (much|many|fast|large|big|small|long|often|well|accurate)\b|\bby (what|how much)\b",
+    r"\b(speed-?ups?|faster|slower|quicker|improvements?|improv(e|es|ed|ing)|gains?|better|worse|higher|lower)\b",
+    r"\b(figures?|numbers?|results?|performance|score|scores)\b",
+    r"\b(limitations?|drawbacks?|weakness(es)?|shortcomings?|motivat\w*|problems?|challenges?|issues?|gaps?)\b"
+    r"(?=[^?]{0,40}\b(address|tackle|solve|overcome|fix|motivat|face|have|has|of)\w*\b)",
+    r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
+    r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
+    r"\b(contributions?|idea|ideas)\b",
+    r"\bas (ways?|approaches|methods|means|techniques|examples|instances) (to|of|for)\b",
+    r"比较|对比|区别|不同之处|差异|异同|相比|总结|概述|综述|概括|归纳|梳理|介绍一下|介绍|哪些|多少|几倍|如何|怎么|怎样|"
+    r"是什么|什么是|什么|有没有|是否有|为什么|为何|数据集|基准|局限|不足|动机|请|一下",
+)
+# Where a multi-part question splits: "What is X, and how much faster is it?", "X? Y?"
+_PART = re.compile(
+    r"\?\s*(?=\S)|[;；？]\s*|，(?:并且|以及|还有|和)?"
+    r"|,?\s+and\s+(?=(?:what|which|how|why|where|when|who|does|do|is|are|by how)\b)",
+    re.I,
+)
+_YES_NO = re.compile(r"^\W*(is|are|does|do|did|can|could|has|have|was|were|will)\b|吗\W*$", re.I)
+_METHOD_WORDS = re.compile(r"\b(what|which) (method|technique|approach|model|algorithm|architecture)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One part of what a question asks, and the type of answer that part expects."""
+
+    text: str
+    wants: AnswerType
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "type": self.wants}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a question asks (see the module's docstring)."""
+
+    question: str
+    intent: Intent
+    named: tuple[Paper, ...] = ()  # the papers the question (or the conversation it follows) names
+    facts: tuple[Fact, ...] = ()
+    constraints: tuple[str, ...] = ()
+    # The question with its scaffolding cut out (commas in its place): what the papers must contain.
+    topic: str = ""
+    several: bool = False  # it asks for every paper that qualifies ("Which papers ...?")
+    # Ids of the papers tied to the question whatever the scores (named, or holding its term):
+    # filled by the assistant, which can look them up.
+    tied: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()  # when set, the only papers that can answer ("Which papers report results on X?")
+
+    @property
+    def listing(self) -> bool:
+        """Answered a line per paper: a comparison of named papers, a list, a summary."""
+        return (
+            (self.intent == "comparison" and len(self.named) >= 2) or self.several or self.intent in ("list", "summary")
+        )
+
+    @property
+    def wants(self) -> set[AnswerType]:
+        return {f.wants for f in self.facts}
+
+    def to_dict(self) -> dict:
+        return {
+            "intent": self.intent,
+            "named": [{"paper_id": p.paper_id, "name": p.name} for p in self.named],
+            "facts": [f.to_dict() for f in self.facts],
+            "constraints": list(self.constraints),
+        }
+
+
+def intent_of(question: str, several: bool) -> Intent:
+    """The kind of answer wanted. "Which papers ...?" is a list unless its form says more
+    (a comparison or a summary of papers); a question about several papers' figures or data
+    is still a list, its facts say which figure."""
+    for intent, pattern in _ORDER:
+        if pattern.search(question):
+            if several and intent not in ("comparison", "summary"):
+                return "list"
+            return intent
+    return "list" if several else "other"
+
+
+def answer_type(part: str) -> AnswerType:
+    """What one part of a question expects."""
+    intent = intent_of(part, several=False)
+    if intent in _ANSWER_TYPES:
+        return _ANSWER_TYPES[intent]
+    if _METHOD_WORDS.search(part):
+        return "method"
+    if _YES_NO.search(part):
+        return "yes/no"
+    return "text"
+
+
+def facts_of(question: str) -> tuple[Fact, ...]:
+    """One fact per part of the question, in the order asked."""
+    parts = [p.strip(" ,.，。") for p in _PART.split(question)]
+    parts = [p for p in parts if p.strip("?？")]
+    return tuple(Fact(part, answer_type(part)) for part in parts) or (Fact(question, answer_type(question)),)
+
+
+def topic_of(question: str) -> str:
+    """The question with its scaffolding replaced by commas: what it is about."""
+    return _SCAFFOLDING.sub(" , ", question)
+
+
+def constraints_of(topic: str, named: Sequence[Paper] = ()) -> tuple[str, ...]:
+    """The content phrases of a topic, minus the names of the papers it names (they pick the paper)."""
+    names = {w.lower() for p in named for w in p.name.split()}
+    if is_cjk(topic):
+        return tuple(p for p in (s.strip() for s in re.split(r"[\s,，。？?、的了吗呢]+", topic)) if len(p) > 1)
+    out = []
+    for run in question_phrases(topic):
+        words = [w for w in run if w.lower() not in names]
+        if words:
+            out.append(" ".join(words))
+    return tuple(out)
+
+
+def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
+    """`named`: the papers the question names (found by the retriever's name index), and for a
+    follow-up those of the conversation it continues."""
+    question = " ".join(question.split())
+    several = asks_for_several(question)
+    # In the order the question names them: a comparison sets them side by side in that order.
+    named = sorted(named, key=lambda p: question.find(p.name) % (len(question) + 1))
+    topic = topic_of(question)
+    return Ask(
+        question=question,
+        intent=intent_of(question, several),
+        named=tuple(named),
+        facts=facts_of(question),
+        constraints=constraints_of(topic, named),
+        topic=topic,
+        several=several,
+    )

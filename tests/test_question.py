@@ -1,0 +1,96 @@
+"""Question analysis (rag/question.py): the intent, the parts asked and their answer types, and
+constraints that never hold the words saying what kind of answer is wanted."""
+
+import pytest
+
+from rag.corpus import Paper
+from rag.question import analyse, topic_of
+
+WORDS_OF_INTENT = {"compare", "summarize", "summarise", "datasets", "benchmarks", "how", "much", "faster", "speedup"}
+
+
+def paper(name: str) -> Paper:
+    return Paper(paper_id=name.lower()[:12], text=f"{name} is a method.", name=name, code_url=None, sources=["x"])
+
+
+@pytest.mark.parametrize(
+    "question, intent",
+    [
+        ("What is a graph foundation model?", "what-is"),
+        ("Explain what token order prediction is.", "what-is"),
+        ("How does the pruning framework decide which states to keep?", "how-it-works"),
+        ("What is the key idea behind the sampler?", "how-it-works"),
+        ("How much faster is the cache at inference?", "result"),
+        ("By how much does the method reduce memory?", "result"),
+        ("What accuracy does the model reach on the test set?", "result"),
+        ("Which benchmarks is the agent evaluated on?", "data"),
+        ("What datasets were used to train the encoder?", "data"),
+        ("Compare the two quantization methods.", "comparison"),
+        ("How does the first method differ from the second one?", "comparison"),
+        ("Summarize the work on protein design.", "summary"),
+        ("Give me an overview of research on watermarking.", "summary"),
+        ("Which papers study reinforcement learning for language models?", "list"),
+        ("Which papers report results on a long-context benchmark, and by how much?", "list"),
+        ("What problem does the new optimizer address?", "limitation"),
+        ("What are the limitations of existing editing methods?", "limitation"),
+        ("Why do training runs with Adam spike?", "limitation"),
+        ("Is there work on fairness in clustering?", "existence"),
+        ("Are there any methods for safe robot navigation?", "existence"),
+        ("Where is the code released?", "other"),
+        ("比较这两种量化方法。", "comparison"),
+        ("总结一下关于蛋白质设计的工作。", "summary"),
+        ("哪些论文研究了强化学习？", "list"),
+        ("这个方法快了多少？", "result"),
+        ("这个方法是如何工作的？", "how-it-works"),
+        ("有没有关于水印攻击的研究？", "existence"),
+        ("这项工作要解决现有方法的什么问题？", "limitation"),
+    ],
+)
+def test_intent(question, intent):
+    assert analyse(question).intent == intent
+
+
+def test_a_multi_part_question_has_one_fact_per_part_in_order_with_its_answer_type():
+    facts = analyse("What is the new sampler, and how much faster is it than the baseline?").facts
+    assert [f.wants for f in facts] == ["text", "number"]
+    assert facts[0].text.startswith("What is the new sampler") and "faster" in facts[1].text
+    facts = analyse("Which datasets is it evaluated on? Does it need training?").facts
+    assert [f.wants for f in facts] == ["dataset", "yes/no"]
+
+
+def test_words_of_intent_are_never_constraints():
+    for question in [
+        "Compare the speedup of the two cache methods",
+        "Summarize the papers on KV cache compression",
+        "What datasets is the video model evaluated on?",
+        "How much faster is the caching scheme?",
+        "Which benchmarks does the agent framework report results on?",
+    ]:
+        words = {w.lower() for c in analyse(question).constraints for w in c.split()}
+        assert words and not words & WORDS_OF_INTENT, (question, words)
+
+
+def test_content_and_modifiers_stay_constraints():
+    constraints = analyse("Is there a one-step diffusion method for video super-resolution?").constraints
+    assert "one-step diffusion" in constraints and "video super-resolution" in constraints
+    assert "KV cache compression" in analyse("Summarize the papers on KV cache compression").constraints
+    # A verb of the topic is content; only the verb that ends "what problem does X ..." is scaffolding.
+    assert any("solve" in c for c in analyse("How well do models solve random puzzles?").constraints)
+    assert not any("address" in c for c in analyse("What problem does the new optimizer address?").constraints)
+    assert topic_of("What problem does it address?").rstrip(" ?").endswith(",")
+
+
+def test_named_papers_are_kept_in_the_order_asked_and_are_not_constraints():
+    ask = analyse("Compare Zeta and AlphaNet on speed", [paper("AlphaNet"), paper("Zeta")])
+    assert [p.name for p in ask.named] == ["Zeta", "AlphaNet"]
+    assert ask.intent == "comparison" and ask.listing
+    assert not {"Zeta", "AlphaNet"} & {w for c in ask.constraints for w in c.split()}
+    named = [{"paper_id": "zeta", "name": "Zeta"}, {"paper_id": "alphanet", "name": "AlphaNet"}]
+    assert ask.to_dict()["named"] == named
+
+
+def test_the_analysis_serialises_for_clients():
+    d = analyse("Which papers propose new benchmarks, and how many tasks do they have?").to_dict()
+    assert d["intent"] == "list"
+    assert [f["type"] for f in d["facts"]] == ["text", "number"]
+    assert d["constraints"] and set(d) == {"intent", "named", "facts", "constraints"}
