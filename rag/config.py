@@ -330,7 +330,9 @@ class Settings(BaseSettings):
     feedback_db: str | None = Field(
         None,
         description="Where ratings are stored: an SQLAlchemy URL (sqlite:///FILE, or postgresql://... so that "
-        "several replicas share it); default: sqlite under index_dir (feedback.db).",
+        "several replicas share it) or a plain path, taken as an SQLite file; default: sqlite under index_dir "
+        "(feedback.db).",
+        examples=["/srv/rag/feedback.db", "postgresql://rag@db.internal/rag"],
     )
     feedback_keep_answers: int = Field(
         10_000,
@@ -345,6 +347,24 @@ class Settings(BaseSettings):
     pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
         None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
     )
+
+    @field_validator("feedback_db")
+    @classmethod
+    def _feedback_url(cls, value: str | None) -> str | None:
+        """A plain path is an SQLite file (sqlite:///absolute/path); a URL must be one SQLAlchemy can parse."""
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if "://" not in value:
+            return f"sqlite:///{Path(value).expanduser().resolve()}"
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(value)
+        except ArgumentError:
+            raise ValueError("not a database URL SQLAlchemy can parse") from None
+        return value
 
     @property
     def milvus_address(self) -> str:
