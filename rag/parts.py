@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 log = logging.getLogger("rag.parts")
 
 OptionalPart = Literal["feedback", "metrics", "suggestions", "mcp"]
-State = Literal["ok", "off", "unreachable", "failing"]
+State = Literal["ok", "off", "unknown", "unreachable", "failing"]
 T = TypeVar("T")
 
 

@@ -114,11 +114,13 @@ def test_a_plain_path_is_an_sqlite_file_and_a_failing_database_never_fails_an_an
         for _ in range(2):
             assert ask(down.url)["answer"]
         assert rate(down.url, "0" * 32, "up").status_code == 503
-        assert 'rag_part_failures_total{part="feedback"} 2.0' in httpx.get(f"{down.url}/metrics").text
+        # the probe at start, then each answer not kept
+        assert 'rag_part_failures_total{part="feedback"} 3.0' in httpx.get(f"{down.url}/metrics").text
+        assert httpx.get(f"{down.url}/health").json()["parts"]["feedback"] == "failing"
     finally:
         down.stop()
     failed = [e for e in down.entries() if e["message"] == "part_failed"]
-    assert [e["part"] for e in failed] == ["feedback"], failed  # logged once, not once per answer
+    assert [(e["part"], e["level"]) for e in failed] == [("feedback", "WARNING")], failed  # logged once
     assert "hunter2" not in failed[0]["error"] and "Traceback" not in down.log()
 
 
