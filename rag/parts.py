@@ -39,6 +39,10 @@ class Parts:
         """Fault tests only: these parts raise on every call from now on."""
         self.failing = frozenset(parts)
 
+    def _fault(self, part: str) -> None:
+        if part in self.failing:
+            raise InjectedFault(f"{part} fails on purpose (RAG_FAIL_PARTS)")
+
     def set(self, part: str, state: State) -> None:
         self.states[part] = state
         if state in ("ok", "off"):
@@ -46,7 +50,8 @@ class Parts:
 
     def failed(self, part: str, error: BaseException, state: State = "failing", level: int = logging.ERROR) -> None:
         """Count a failure, keep the state, and log it unless this very error was logged last."""
-        message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+        first_line = next(iter(str(error).splitlines()), "")
+        message = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
         with self._lock:
             self.failures[part] = self.failures.get(part, 0) + 1
             self.states[part] = state
@@ -57,8 +62,7 @@ class Parts:
     def call(self, part: str, fn: Callable[..., T], *args: Any, fallback: Callable[[], Any] = lambda: None) -> T:
         """`fn(*args)`, or `fallback()` when it raises (the failure logged and counted)."""
         try:
-            if part in self.failing:
-                raise InjectedFault(f"{part} fails on purpose (RAG_FAIL_PARTS)")
+            self._fault(part)
             result = fn(*args)
         except Exception as exc:
             self.failed(part, exc)
@@ -82,8 +86,7 @@ class Parts:
     def probe(self, part: str, check: Callable[[], object]) -> State:
         """At start: can the part be reached? A failure is a warning, never a refusal to start."""
         try:
-            if part in self.failing:
-                raise InjectedFault(f"{part} fails on purpose (RAG_FAIL_PARTS)")
+            self._fault(part)
             check()
         except Exception as exc:
             self.failed(part, exc, state="unreachable", level=logging.WARNING)

@@ -214,9 +214,8 @@ def cmd_serve(args, settings: Settings) -> int:
         host=args.host or settings.host,
         port=args.port or settings.port,
         workers=args.workers,
-        log_config=logging_config(
-            settings.log_format, settings.library_log_level
-        ),  # every line on stderr, in every worker
+        # Every line on stderr as server/logs.py writes it, in this process and in each worker.
+        log_config=logging_config(settings.log_format, settings.library_log_level),
         log_level="info",
         access_log=False,  # the service logs each request itself, as JSON with its request id
     )
@@ -226,14 +225,14 @@ def cmd_serve(args, settings: Settings) -> int:
 def cmd_mcp(args, settings: Settings) -> int:
     from rag.assistant import Assistant
 
-    from .logs import configure_logging
+    from .logs import claim_handlers, configure_logging
     from .mcp_server import build_mcp
 
     # stdout carries the protocol: the note about the seed folder and any log go to stderr.
     configure_logging(settings.log_format, settings.library_log_level)
     assistant = Assistant(_open_index(settings), settings)
     server = build_mcp(lambda: assistant)
-    configure_logging(settings.log_format, settings.library_log_level)  # the SDK's own logging set-up gives way to ours
+    claim_handlers()  # should the SDK have set up logging of its own
     server.run("stdio")
     return 0
 

@@ -77,6 +77,8 @@ def logging_config(log_format: str, library_level: str = "WARNING") -> dict[str,
             "uvicorn": {"level": "INFO", **passes},
             "uvicorn.error": {"level": "INFO", **passes},
             "uvicorn.access": {"level": "WARNING", **passes},
+            # At INFO, sentence-transformers draws progress bars on stderr while it embeds.
+            "sentence_transformers": {"level": "WARNING", **passes},
         },
     }
 

@@ -48,7 +48,10 @@ def probe_parts(settings: Settings, feedback: FeedbackStore) -> threading.Thread
     def probe() -> None:
         if uses_llm(settings):
             PARTS.probe("llm", lambda: _llm(settings))
-        PARTS.probe("feedback", feedback.check)
+        if settings.feedback_url.startswith("sqlite"):
+            PARTS.set("feedback", "ok")  # a file made on first use (its folder was checked at start)
+        else:
+            PARTS.probe("feedback", feedback.check)
         if settings.vector_store == "milvus" and "://" in settings.milvus_address:
             PARTS.probe("store", lambda: _milvus(settings))
 

@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-from .conftest import ROOT, free_port
+from .conftest import ROOT, Server, free_port
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -89,3 +89,17 @@ def test_every_stderr_line_of_rag_serve_is_one_json_object(small_service, tmp_pa
     assert all(len(r["request_id"]) == 32 for r in requests if r["route"] != "/health")
     assert any(r["logger"] == "rag.parts" and r["level"] == "WARNING" and r["part"] == "feedback" for r in records)
     assert not any("color_message" in r for r in records)
+
+
+def test_a_service_that_builds_its_first_index_writes_json_lines_too(small_service, tmp_path):
+    env = {**small_service["env"], "RAG_INDEX_DIR": str(tmp_path / "index"), "RAG_LIBRARY_LOG_LEVEL": "INFO"}
+    log = tmp_path / "stderr"
+    service = Server(
+        env, log, args=[sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"]
+    )
+    try:
+        assert service.first_health.status_code == 503  # building, then 200
+    finally:
+        service.stop()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(r["message"] == "caught_up" for r in records), records[-5:]

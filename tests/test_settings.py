@@ -17,15 +17,14 @@ import pytest
 from .conftest import ROOT, Server, free_port
 
 
-def serve(env: dict, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port()), *extra],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def run(env: dict, *command: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, **env}
+    command_line = [sys.executable, "-m", *command]
+    return subprocess.run(command_line, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)
+
+
+def serve(env: dict) -> subprocess.CompletedProcess:
+    return run(env, "server.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port()))
 
 
 BAD = [
@@ -43,6 +42,7 @@ BAD = [
     ("RAG_API_KEY", "  ", "blank"),
     ("RAG_LOG_FORMAT", "xml", "'json' or 'text'"),
     ("RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE", "2", "less than or equal to 1"),
+    ("RAG_EMBEDDING_MODEL", "no-such-model-package", "pip install no-such-model-package"),
 ]
 
 
@@ -67,14 +67,7 @@ def test_with_text_logs_the_line_is_plain_text(small_service):
 
 
 def test_other_commands_say_it_as_a_message(small_service):
-    done = subprocess.run(
-        [sys.executable, "-m", "server.cli", "search", "anything"],
-        cwd=ROOT,
-        env={**os.environ, **small_service["env"], "RAG_K": "0"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run({**small_service["env"], "RAG_K": "0"}, "server.cli", "search", "anything")
     assert done.returncode == 2
     assert (
         done.stderr
@@ -83,14 +76,8 @@ def test_other_commands_say_it_as_a_message(small_service):
 
 
 def test_uvicorn_given_the_factory_stops_the_same_way(small_service):
-    done = subprocess.run(
-        [sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory", "--port", str(free_port())],
-        cwd=ROOT,
-        env={**os.environ, **small_service["env"], "RAG_LLM_BASE_URL": "127.0.0.1:8080"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {**small_service["env"], "RAG_LLM_BASE_URL": "127.0.0.1:8080"}
+    done = run(env, "uvicorn", "server.app:create_app", "--factory", "--port", str(free_port()))
     assert done.returncode == 2
     said = [json.loads(line)["message"] for line in done.stderr.splitlines()]
     assert [m for m in said if "RAG_LLM_BASE_URL='127.0.0.1:8080': not an http://" in m], said
