@@ -521,10 +521,11 @@ def _server_url(value: str | None, schemes: tuple[str, ...]) -> str | None:
     if parts.scheme not in schemes or not parts.hostname:
         raise ValueError(f"not an {' or '.join(f'{s}://' for s in schemes)} URL with a host")
     try:
-        if parts.port == 0:
-            raise ValueError
-    except ValueError:
-        raise ValueError("its port is not a number from 1 to 65535") from None
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = 0
+    if port == 0:
+        raise ValueError("its port is not a number from 1 to 65535")
     return value.strip()
 
 
@@ -559,9 +560,7 @@ def _example(loc: tuple) -> str | None:
         value = getattr(value, part, None)
     if value is None or isinstance(value, BaseModel):
         return None
-    return (
-        json.dumps(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
-    )
+    return json.dumps(value) if isinstance(value, list | bool) else str(value)
 
 
 def _problem(error: ErrorDetails) -> str:
