@@ -11,14 +11,10 @@ import httpx
 
 from rag.config import Settings
 from rag.feedback import FeedbackStore
+from rag.generation import uses_llm
 from rag.parts import PARTS
 
 PROBE_SECONDS = 3.0  # how long a probe waits for an answer before calling the part unreachable
-
-
-def uses_llm(settings: Settings) -> bool:
-    """The rule of rag/generation.py's make_generator: the LLM when asked for or when an endpoint is set."""
-    return settings.generator == "llm" or (settings.generator == "auto" and bool(settings.llm_base_url))
 
 
 def _llm(settings: Settings) -> None:
