@@ -29,18 +29,19 @@ index: $(VENV)/.installed
 serve: $(VENV)/.installed
 	$(BIN)/rag serve
 
-# Debian packages some tests drive, installed when missing and this user may (root, or sudo
-# without a password); otherwise those tests are skipped, and this says so. Playwright never
-# downloads a browser here: the browser tests drive Debian's Chromium.
+# Debian packages some tests (and `make bench`'s load, wrk) drive, installed when missing and
+# this user may (root, or sudo without a password); otherwise those tests are skipped (the load
+# falls back to a Python client), and this says so. Playwright never downloads a browser here:
+# the browser tests drive Debian's Chromium.
 SYSTEM_PACKAGES := /usr/bin/chromium=chromium /usr/lib/postgresql=postgresql
 system-packages:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do [ -e "$${pair%%=*}" ] || missing="$$missing $${pair#*=}"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" -eq 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo"; \
-	else echo "make test:$$missing missing and this user cannot install them (apt-get install$$missing): their tests will be skipped"; exit 0; fi; \
-	echo "make test: installing Debian's$$missing for the tests that drive them"; \
+	else echo "make:$$missing missing and this user cannot install them (apt-get install$$missing): what needs them is skipped"; exit 0; fi; \
+	echo "make: installing Debian's$$missing"; \
 	$$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing > /dev/null \
-	  || echo "make test: apt-get could not install$$missing: their tests will be skipped"
+	  || echo "make: apt-get could not install$$missing: what needs them is skipped"
 
 # Two workers (pytest-xdist); a test file's tests stay on one worker, so module fixtures are made once.
 JOBS ?= 2
@@ -62,6 +63,7 @@ lint: $(VENV)/.installed-test
 # Every benchmark, a few minutes; FAISS at 1M vectors on demand: make bench SIZES=10000,100000,1000000
 SIZES ?= 10000,100000
 bench: $(VENV)/.installed-test index
+	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=/usr/bin/wrk=wrk
 	$(BIN)/python bench/service.py
 	$(BIN)/python bench/profile_service.py --index-dir index
 	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)

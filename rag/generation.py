@@ -26,9 +26,14 @@ class Generator(Protocol):
     def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]: ...
 
 
+def uses_llm(settings: Settings) -> bool:
+    """`auto` means the LLM only when an endpoint is set."""
+    return settings.generator == "llm" or (settings.generator == "auto" and bool(settings.llm_base_url))
+
+
 def make_generator(settings: Settings, lexicon: Lexicon | None = None) -> Generator:
-    """The generator the settings ask for; `auto` means the LLM only when an endpoint is set.
-    `lexicon` (the index's word counts) serves the extractive generator's word weights."""
-    if settings.generator == "llm" or (settings.generator == "auto" and settings.llm_base_url):
+    """The generator the settings ask for (uses_llm). `lexicon` (the index's word counts) serves
+    the extractive generator's word weights."""
+    if uses_llm(settings):
         return LLMGenerator(settings)
     return ExtractiveGenerator(lexicon, settings.extractive)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .parts import PARTS
+
 TEMPLATES = ("What does {name} propose?", "What results does {name} report?", "How is {name} evaluated?")
 
 
+@PARTS.guard("suggestions", fallback=list)
 def next_questions(papers: Iterable[str], asked: Iterable[str] = (), most: int = 3) -> list[str]:
     """Up to `most` questions about these papers (by name, best first), each paper's first
     question before any paper's second; none that the conversation asked already."""

@@ -4,30 +4,47 @@ background at start-up; routes call the library off the event loop."""
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+import threading
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from asgi_correlation_id import CorrelationIdMiddleware
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
+from mcp.server.mcpserver import MCPServer
+from starlette.types import ASGIApp
+from tqdm import tqdm
 
 import rag
 from rag.config import Settings, get_settings
-from rag.errors import RagError
+from rag.errors import ConfigError, RagError
 from rag.feedback import FeedbackStore
+from rag.parts import PARTS
 
-from .errors import ApiError, install_handlers
+from .errors import ApiError, error_response, install_handlers
 from .keeper import AssistantKeeper
+from .logs import claim_handlers, configure_logging, fatal
 from .mcp_server import BearerKey, build_mcp
 from .metrics import Metrics
-from .middleware import LimitsAndLogging, configure_logging
+from .middleware import LimitsAndLogging
+from .probes import initial_states, probe_parts
 from .routes import answers, papers, service
 from .routes import feedback as feedback_routes
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
-    configure_logging()
+    if settings is None:
+        try:
+            settings = get_settings()
+        except ConfigError as exc:  # uvicorn server.app:create_app --factory with a bad RAG_* variable
+            fatal(str(exc))
+            raise SystemExit(2) from None
+    configure_logging(settings.log_format, settings.library_log_level)
+    # bm25s tokenises through tqdm (bars off), whose default lock is a multiprocessing semaphore
+    # that a worker leaves behind: the resource tracker would print "leaked semaphore" at shutdown.
+    tqdm.set_lock(threading.RLock())
+    PARTS.inject(settings.fail_parts)
+    initial_states(settings)
     in_flight = {"answers": 0}
     metrics = Metrics(in_flight)
     feedback = FeedbackStore(settings)
@@ -40,15 +57,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except ApiError as exc:
             raise RagError(exc.message) from None
 
-    mcp = build_mcp(ready_assistant)
-    mcp_transport = mcp.streamable_http_app(streamable_http_path="/", host=settings.host)
+    def with_mcp() -> tuple[MCPServer | None, ASGIApp]:
+        built = build_mcp(ready_assistant)
+        return built, built.streamable_http_app(streamable_http_path="/", host=settings.host)
+
+    # MCP is an optional part: when it cannot be built, /mcp/ answers 503 and the rest serves.
+    unavailable = error_response(503, "mcp_unavailable", "the MCP endpoint failed to start; see the service log")
+    mcp, mcp_transport = PARTS.call("mcp", with_mcp, fallback=lambda: (None, unavailable))
+    claim_handlers()  # the mcp SDK's logging.basicConfig, where it found the root without a handler
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        """The port opens at once: /health answers 503 "loading" until an index is loaded. The MCP
-        transport's sessions live as long as the app (a mounted app's own lifespan never runs)."""
+        """The port opens at once: /health answers 503 "loading" until an index is loaded, and the
+        parts the service talks to are probed behind it. The MCP transport's sessions live as long
+        as the app (a mounted app's own lifespan never runs)."""
         keeper.start()
-        async with mcp.session_manager.run():
+        probe_parts(settings, feedback)
+        async with AsyncExitStack() as stack:
+            if mcp is not None:
+                try:
+                    await stack.enter_async_context(mcp.session_manager.run())
+                except Exception as exc:
+                    PARTS.failed("mcp", exc)
             yield
 
     app = FastAPI(

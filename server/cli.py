@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from rag import __version__
-from rag.config import Settings
-from rag.errors import RagError
+from rag.config import Settings, load_settings
+from rag.errors import ConfigError, RagError
 from rag.limits import MAX_K
 
 
@@ -215,6 +215,8 @@ def print_by_intent(report: dict, cols: list[tuple[str, str]]) -> None:
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
+    from .logs import configure_logging, logging_config
+
     # The port opens at once: each worker serves the last good build and catches up with the
     # seed folder (or builds a first index) in the background.
     # Workers read their settings from the environment: hand them the folders named here.
@@ -224,12 +226,15 @@ def cmd_serve(args, settings: Settings) -> int:
         # Workers share the cores: two torch threads per worker would oversubscribe them
         # (bench: /search under 16 connections, 2 workers, 52.6 -> 65.2 req/s with one thread).
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.workers)))
+    configure_logging(settings.log_format, settings.library_log_level)  # this process's warnings too
     uvicorn.run(
         "server.app:create_app",
         factory=True,
         host=args.host or settings.host,
         port=args.port or settings.port,
         workers=args.workers,
+        # Every line on stderr as server/logs.py writes it, in this process and in each worker.
+        log_config=logging_config(settings.log_format, settings.library_log_level),
         log_level="info",
         access_log=False,  # the service logs each request itself, as JSON with its request id
     )
@@ -237,16 +242,17 @@ def cmd_serve(args, settings: Settings) -> int:
 
 
 def cmd_mcp(args, settings: Settings) -> int:
-    import logging
-
     from rag.assistant import Assistant
 
+    from .logs import claim_handlers, configure_logging
     from .mcp_server import build_mcp
 
     # stdout carries the protocol: the note about the seed folder and any log go to stderr.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    configure_logging(settings.log_format, settings.library_log_level)
     assistant = Assistant(_open_index(settings), settings)
-    build_mcp(lambda: assistant).run("stdio")
+    server = build_mcp(lambda: assistant)
+    claim_handlers()  # should the SDK have set up logging of its own
+    server.run("stdio")
     return 0
 
 
@@ -398,9 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     locations = {"seeds_dir": args.seeds, "index_dir": args.index_dir}
     try:
-        settings = Settings(**{key: value for key, value in locations.items() if value is not None})
-    except Exception as exc:  # pydantic's ValidationError: a bad RAG_* variable
-        print(f"rag: invalid configuration: {exc}", file=sys.stderr)
+        settings = load_settings(**{key: value for key, value in locations.items() if value is not None})
+    except ConfigError as exc:
+        if args.command == "serve":  # a service's stderr is read by a log collector: one record
+            from .logs import fatal
+
+            fatal(str(exc))
+        else:
+            print(f"rag: {exc}", file=sys.stderr)
         return 2
     try:
         return args.run(args, settings)

@@ -14,8 +14,9 @@ import time
 
 from rag.assistant import Answer, Assistant
 from rag.config import Settings
-from rag.errors import RagError
+from rag.errors import RagError, StoreUnavailableError
 from rag.feedback import FeedbackStore
+from rag.parts import PARTS
 from rag.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 from rag.stores.base import AddResult, SeedChanges
 
@@ -40,13 +41,19 @@ class AssistantKeeper:
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
+        PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made
 
     def _observe(self, answer: Answer) -> None:
-        """Each answer given: counted, and kept so that it can be rated."""
+        """Each answer given: counted, and kept so that it can be rated (optional parts: neither
+        fails the answer); whether the LLM answered or the extractive fallback stood in."""
         self.metrics.answer(answer)
         self.feedback.keep(answer)
+        if answer.fallback:
+            PARTS.set("llm", "failing")
+        elif answer.generator == "llm":
+            PARTS.set("llm", "ok")
 
     def start(self) -> threading.Thread:
         """Serve first, catch up behind: load the last good build, then bring the index in line
@@ -85,6 +92,8 @@ class AssistantKeeper:
         except Exception as exc:  # the last good build keeps serving; without one, /health says why
             error = exc if isinstance(exc, RagError) else RagError(f"cannot load the index: {exc}")
             log.error("catch_up_failed", extra={"error": str(error)})
+            if isinstance(exc, StoreUnavailableError):
+                PARTS.set("store", "unreachable")
             if self.assistant is None:
                 self.error = error
         finally:

@@ -1,4 +1,4 @@
-"""The limits and the logging around every request: one ASGI middleware, and the JSON log setup."""
+"""The limits and the logging around every request: one ASGI middleware (the log format: logs.py)."""
 
 from __future__ import annotations
 
@@ -95,31 +95,3 @@ class LimitsAndLogging:
                     "ms": round(seconds * 1000, 1),
                 },
             )
-
-
-def configure_logging() -> None:
-    """uvicorn configures only its own loggers: give ours a handler once per process, writing one
-    JSON object per line with the request id (X-Request-ID) of the request being served."""
-    from asgi_correlation_id import CorrelationIdFilter
-    from pythonjsonlogger.json import JsonFormatter
-
-    logger = logging.getLogger("rag")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.addFilter(CorrelationIdFilter(name="request_id", default_value="-"))
-        handler.setFormatter(
-            JsonFormatter(
-                "{asctime}{levelname}{name}{message}{correlation_id}",
-                style="{",
-                rename_fields={
-                    "levelname": "level",
-                    "name": "logger",
-                    "correlation_id": "request_id",
-                    "asctime": "time",
-                },
-                json_ensure_ascii=False,
-            )
-        )
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False

@@ -71,6 +71,12 @@ class Health(BaseModel):
     pending_papers: int = Field(
         0, description="Papers the seed folder has and the served build lacks, or the reverse, while catching up."
     )
+    parts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each part's state: llm, feedback, store (probed at start, then as used), metrics, "
+        "suggestions, mcp: ok, off, unknown (not probed yet), unreachable (at start) or failing (in use). "
+        "A part that fails never fails an answer.",
+    )
 
 
 class Liveness(BaseModel):

@@ -80,6 +80,27 @@ def small_seeds(tmp_path) -> Path:
     return directory
 
 
+@pytest.fixture(scope="session")
+def small_service(tmp_path_factory) -> dict:
+    """The environment of a service over a one-file corpus (English model), its index built once,
+    a question one of its papers answers, and a path that is a file (for settings that need a folder)."""
+    from rag.corpus import load_corpus
+    from rag.stores.faiss import build_index
+
+    base = tmp_path_factory.mktemp("small")
+    seeds = base / "seeds"
+    seeds.mkdir()
+    shutil.copy(sorted(SEEDS.glob("*.txt"))[0], seeds)
+    corpus = load_corpus(seeds)
+    build_index(corpus, Settings(index_dir=base / "index", seeds_dir=seeds, multilingual=False))
+    named = next(p for p in corpus.papers if not p.name.endswith("…"))
+    return {
+        "env": {"RAG_INDEX_DIR": str(base / "index"), "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false"},
+        "question": f"What does {named.name} propose?",
+        "a_file": str(seeds / next(seeds.iterdir()).name),
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -98,6 +98,32 @@ def test_the_default_database_is_a_file_in_the_index_folder(server_url, index_di
     assert (index_dir / "feedback.db").is_file()
 
 
+def test_a_plain_path_is_an_sqlite_file_and_a_failing_database_never_fails_an_answer(index_dir, tmp_path):
+    path = tmp_path / "srv" / "rag" / "feedback.db"
+    plain = Server(index_env(index_dir, RAG_FEEDBACK_DB=str(path)), tmp_path / "plain.log")
+    try:
+        answer = ask(plain.url)
+        assert rate(plain.url, answer["answer_id"], "up").status_code == 200
+    finally:
+        plain.stop()
+    assert path.is_file()
+
+    closed = f"postgresql://rag:hunter2@127.0.0.1:{free_port()}/nothing"  # nothing listens there
+    down = Server(index_env(index_dir, RAG_FEEDBACK_DB=closed), tmp_path / "down.log")
+    try:
+        for _ in range(2):
+            assert ask(down.url)["answer"]
+        assert rate(down.url, "0" * 32, "up").status_code == 503
+        # the probe at start, then each answer not kept
+        assert 'rag_part_failures_total{part="feedback"} 3.0' in httpx.get(f"{down.url}/metrics").text
+        assert httpx.get(f"{down.url}/health").json()["parts"]["feedback"] == "failing"
+    finally:
+        down.stop()
+    failed = [e for e in down.entries() if e["message"] == "part_failed"]
+    assert [(e["part"], e["level"]) for e in failed] == [("feedback", "WARNING")], failed  # logged once
+    assert "hunter2" not in failed[0]["error"] and "Traceback" not in down.log()
+
+
 @pytest.mark.parametrize(
     ("body", "status", "says"),
     [

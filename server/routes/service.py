@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 
-from ..dependencies import assistant, authorised, keeper
-from ..errors import errors
+from rag.parts import PARTS
+
+from ..dependencies import authorised, keeper
+from ..errors import ApiError, errors
 from ..keeper import AssistantKeeper
 from ..schemas import Health, Liveness
 
@@ -18,9 +20,15 @@ router = APIRouter()
 
 
 @router.get("/health", response_model=Health, responses=errors(503))
-async def health(request: Request, ready=Depends(assistant), keeper: AssistantKeeper = Depends(keeper)):
+async def health(request: Request, keeper: AssistantKeeper = Depends(keeper)):
     """The index in use; while the service catches up with the seed folder it serves the last
-    good build and says how many papers are still to add or remove."""
+    good build and says how many papers are still to add or remove. `parts`: the state of each
+    part an answer can do without or that is reached over the network (its 503 says them too)."""
+    try:
+        ready = keeper.get()
+    except ApiError as exc:
+        body = {"error": {"code": exc.code, "message": exc.message}, "parts": dict(PARTS.states)}
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
     return Health(
         status="ok",
         papers=len(ready.index.corpus),
@@ -31,6 +39,7 @@ async def health(request: Request, ready=Depends(assistant), keeper: AssistantKe
         answers_in_flight=request.app.state.in_flight["answers"],
         catching_up=keeper.catching_up,
         pending_papers=keeper.pending_papers,
+        parts=dict(PARTS.states),
     )
 
 
@@ -41,9 +50,9 @@ async def livez():
 
 
 @router.get("/readyz", response_model=Health, responses=errors(503))
-async def readyz(request: Request, ready=Depends(assistant), keeper: AssistantKeeper = Depends(keeper)):
+async def readyz(request: Request, keeper: AssistantKeeper = Depends(keeper)):
     """An index is loaded and answers can be served (for a readiness probe); 503 while loading."""
-    return await health(request, ready, keeper)
+    return await health(request, keeper)
 
 
 @router.get("/", include_in_schema=False)

@@ -1,0 +1,165 @@
+"""Start-up with bad and failing settings, on the real service: a value that cannot work stops
+`rag serve` with one line and exit status 2; a part that is down or fails (the LLM endpoint, the
+feedback database, Milvus, metrics, suggestions, MCP) is a state in /health and never fails an
+answer. One small index (one seed file, English model) serves every case."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import ROOT, Server, free_port
+
+
+def run(env: dict, *command: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, **env}
+    command_line = [sys.executable, "-m", *command]
+    return subprocess.run(command_line, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)
+
+
+def serve(env: dict) -> subprocess.CompletedProcess:
+    return run(env, "server.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port()))
+
+
+BAD = [
+    ("RAG_FEEDBACK_DB", "mysqlx://rag:hunter2@db/rag", "not a database URL"),
+    ("RAG_FEEDBACK_DB", "{a_file}/feedback.db", "is not a folder"),
+    ("RAG_FEEDBACK_DB", "postgresql://rag@db:99999/rag", "port"),
+    ("RAG_LLM_BASE_URL", "localhost:8080/v1", "http://"),
+    ("OPENAI_BASE_URL", "ftp://models.example/v1", "http://"),
+    ("RAG_INDEX_DIR", "{a_file}/index", "cannot be created"),
+    ("RAG_SEEDS_DIR", "{a_file}", "not a folder"),
+    ("RAG_PORT", "70000", "65535"),
+    ("RAG_HOST", "not a host", "host name"),
+    ("RAG_MILVUS_URI", "grpc://milvus:19530", "http://"),
+    ("RAG_CORS_ORIGINS", "http://ui.example/page", "not an origin"),
+    ("RAG_API_KEY", "  ", "blank"),
+    ("RAG_LOG_FORMAT", "xml", "'json' or 'text'"),
+    ("RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE", "2", "less than or equal to 1"),
+    ("RAG_EMBEDDING_MODEL", "no-such-model-package", "pip install no-such-model-package"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "problem"), BAD, ids=[f"{v}={x}" for v, x, _ in BAD])
+def test_a_setting_that_cannot_work_stops_start_up_with_one_line(small_service, variable, value, problem):
+    done = serve({**small_service["env"], variable: value.format(a_file=small_service["a_file"])})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    said = json.loads(lines[0])  # a service's stderr is JSON lines, even this one
+    assert said["level"] == "CRITICAL" and said["logger"] == "rag.config"
+    message = said["message"]
+    assert variable in message and problem in message and "for example" in message, message
+    assert "hunter2" not in message
+
+
+def test_with_text_logs_the_line_is_plain_text(small_service):
+    done = serve({**small_service["env"], "RAG_LOG_FORMAT": "text", "RAG_PORT": "0"})
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert " CRITICAL rag.config: invalid configuration: RAG_PORT='0': " in line and "RAG_PORT=8000" in line
+
+
+def test_other_commands_say_it_as_a_message(small_service):
+    done = run({**small_service["env"], "RAG_K": "0"}, "server.cli", "search", "anything")
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == "rag: invalid configuration: RAG_K='0': Input should be greater than or equal to 1; for example RAG_K=5\n"
+    )
+
+
+def test_uvicorn_given_the_factory_stops_the_same_way(small_service):
+    env = {**small_service["env"], "RAG_LLM_BASE_URL": "127.0.0.1:8080"}
+    done = run(env, "uvicorn", "server.app:create_app", "--factory", "--port", str(free_port()))
+    assert done.returncode == 2
+    said = [json.loads(line)["message"] for line in done.stderr.splitlines()]
+    assert [m for m in said if "RAG_LLM_BASE_URL='127.0.0.1:8080': not an http://" in m], said
+    assert "Traceback" not in done.stderr
+
+
+def closed_port_url(scheme: str, path: str = "") -> str:
+    return f"{scheme}://127.0.0.1:{free_port()}{path}"  # nothing listens there
+
+
+FAILING = {
+    "llm-down": ({"RAG_LLM_BASE_URL": closed_port_url("http", "/v1"), "RAG_LLM_MAX_RETRIES": "0"}, "llm"),
+    "feedback-down": ({"RAG_FEEDBACK_DB": closed_port_url("postgresql", "/rag")}, "feedback"),
+    "feedback-fails": ({"RAG_FAIL_PARTS": "feedback"}, "feedback"),
+    "metrics-fail": ({"RAG_FAIL_PARTS": "metrics"}, "metrics"),
+    "suggestions-fail": ({"RAG_FAIL_PARTS": "suggestions"}, "suggestions"),
+    "mcp-fails": ({"RAG_FAIL_PARTS": "mcp"}, "mcp"),
+}
+
+
+@pytest.mark.parametrize(("extra", "part"), FAILING.values(), ids=FAILING.keys())
+def test_a_failing_part_is_a_state_in_health_and_never_fails_an_answer(small_service, tmp_path, extra, part):
+    service = Server(
+        {**small_service["env"], **extra},
+        tmp_path / "server.log",
+        args=[sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"],
+    )
+    try:
+        asked = {"question": small_service["question"]}
+        answer = httpx.post(f"{service.url}/ask", json=asked, timeout=60)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["citations"] and body["answer"]
+        streamed = httpx.post(f"{service.url}/ask", json={**asked, "stream": True}, timeout=60)
+        assert streamed.status_code == 200 and "event: done" in streamed.text, streamed.text
+        chat = {"model": "icml-rag", "messages": [{"role": "user", "content": small_service["question"]}]}
+        assert httpx.post(f"{service.url}/v1/chat/completions", json=chat, timeout=60).status_code == 200
+
+        parts = httpx.get(f"{service.url}/health").json()["parts"]
+        assert parts[part] == "failing", parts
+        assert all(state in ("ok", "off") for name, state in parts.items() if name != part), parts
+        if part == "llm":
+            assert body["fallback"] is True
+        if part == "suggestions":
+            assert body["suggestions"] == []
+        else:
+            assert body["suggestions"]
+        mcp = httpx.post(f"{service.url}/mcp/", json={}, timeout=10)
+        assert (mcp.status_code == 503) == (part == "mcp"), mcp.text
+        metrics = httpx.get(f"{service.url}/metrics")
+        assert metrics.status_code == 200
+        if part != "llm":  # an LLM that fails is counted as rag_answers_total{outcome="fallback"}
+            assert f'rag_part_failures_total{{part="{part}"}}' in metrics.text
+    finally:
+        service.stop()
+    assert "Traceback" not in service.log()
+    warned = [e for e in service.entries() if e["message"] == "part_failed"]
+    assert warned and {e["part"] for e in warned} == {part}, warned
+
+
+def test_milvus_down_at_start_is_a_state_not_a_refusal(small_service, tmp_path):
+    uri = closed_port_url("http")
+    service = Server(
+        {**small_service["env"], "RAG_VECTOR_STORE": "milvus", "RAG_MILVUS_URI": uri, "RAG_MILVUS_TIMEOUT": "2"},
+        tmp_path / "server.log",
+        args=[sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"],
+        until=lambda response: response.json().get("parts", {}).get("store") == "unreachable",
+    )
+    try:
+        health = service.last_health
+        assert health.status_code == 503 and health.json()["error"]["code"] in ("loading", "store_unavailable")
+        answer = httpx.post(f"{service.url}/ask", json={"question": small_service["question"]}, timeout=60)
+        assert answer.status_code == 503 and answer.json()["error"]["code"] in ("loading", "store_unavailable")
+    finally:
+        service.stop()
+    assert "Traceback" not in service.log()
+    assert any(e["message"] == "part_failed" and e["part"] == "store" for e in service.entries())
+
+
+def test_a_plain_feedback_path_is_checked_like_a_folder(small_service, tmp_path):
+    from rag.config import load_settings
+
+    settings = load_settings(feedback_db=str(tmp_path / "new" / "feedback.db"))
+    assert settings.feedback_url == f"sqlite:///{tmp_path / 'new' / 'feedback.db'}"
+    assert not Path(tmp_path / "new").exists()  # checked, not made: the store makes it on first use
