@@ -67,6 +67,7 @@ HEADLINE = {
     "off_corpus_low": "off-corpus: low",
     "answerable_high_gold": "answerable: high, gold cited",
     "answerable_low": "answerable: low",
+    "high_precision": "precision of high",
     "llm_own_share": "LLM's own answers (no fallback)",
 }
 COUNTS = {"dangling_markers"}  # a count, not a share: in the tables, not on the plot

@@ -131,6 +131,12 @@ def aggregate(records: list[dict]) -> dict:
             len(answerable),
         ),
         "answerable_low": _ratio(sum(_confidence(r) == "low" for r in answerable), len(answerable)),
+        # Selective answering: of the answers given as sure ('high'), the share that cite a gold
+        # paper of an answerable question; its coverage is answerable_high_gold.
+        "high_precision": _ratio(
+            sum(bool(set(r["gold"]) & set(r["cited"])) for r in records if _confidence(r) == "high"),
+            sum(_confidence(r) == "high" for r in records),
+        ),
         "multi_citation_recall": _mean(
             r["citations"]["gold_cited"] / len(r["gold"]) for r in answered if r["type"] == "multi"
         ),
