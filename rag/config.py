@@ -261,10 +261,16 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=1000,
-        description="Topics the papers are clustered into (k-means); 0: about the square root of the number of "
-        "papers, at most map_max_topics.",
+        description="Topics the papers are clustered into (k-means of their places on the map); 0: about the square "
+        "root of the number of papers, at most map_max_topics.",
     )
     map_max_topics: int = Field(100, ge=1, le=1000, description="The most topics that 0 (automatic) gives.")
+    map_umap_above: int = Field(
+        3_000,
+        ge=4,
+        description="Papers from which the map is laid out by UMAP rather than t-SNE (slower to grow, but a few "
+        "seconds of compiling in every new process).",
+    )
     map_neighbours: int = Field(
         15,
         ge=2,
@@ -273,7 +279,9 @@ class Settings(BaseSettings):
         "papers among which an added paper is placed.",
     )
     map_min_dist: float = Field(0.1, ge=0, le=1, description="How tightly UMAP packs close papers on the map.")
-    map_seed: int = Field(0, ge=0, description="Seeds UMAP and k-means: a build of the same papers, the same map.")
+    map_seed: int = Field(
+        0, ge=0, description="Seeds t-SNE, UMAP and k-means: a build of the same papers, the same map."
+    )
     map_kmeans_inits: int = Field(
         4, ge=1, le=50, description="k-means runs from different starts; the best (lowest inertia) is kept."
     )

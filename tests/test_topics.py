@@ -10,10 +10,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
+from rag.config import Settings
 from rag.similar import similar_papers
 from rag.stores.faiss import load_index
-from rag.topics import nearest_papers, paper_vectors
+from rag.topics import TopicMap, fit_map, nearest_papers, paper_vectors
 
 from .conftest import ROOT, SEEDS, small_settings
 
@@ -42,6 +44,18 @@ def test_every_paper_has_a_place_and_a_topic_and_every_topic_a_label(loaded_inde
         assert not {"propose", "method", "results", "model", "models"} & set(topic.words), topic
         members = [p.text.lower() for p in loaded_index.corpus.papers if topic_map.places[p.paper_id].topic == topic.id]
         assert all(any(word in text for text in members) for word in topic.words), topic
+
+
+@pytest.mark.parametrize("papers", [1, 2, 3, 5, 12])
+def test_a_corpus_of_a_few_papers_gets_a_map_too(corpus, papers):
+    chosen = corpus.papers[:papers]
+    vectors = np.random.default_rng(papers).standard_normal((papers, 384)).astype(np.float32)
+    fitted = fit_map(chosen, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), Settings())
+    assert list(fitted.places) == [p.paper_id for p in chosen]
+    assert all(0 <= p.x <= 1 and 0 <= p.y <= 1 for p in fitted.places.values())
+    assert {p.topic for p in fitted.places.values()} <= {t.id for t in fitted.topics}
+    assert all(t.label for t in fitted.topics) and len(fitted.topics) == max(1, min(round(papers**0.5), papers))
+    assert fit_map([], np.zeros((0, 384), np.float32), Settings()) == TopicMap.empty()
 
 
 def test_the_diffusion_language_model_speed_ups_are_one_topic_and_each_others_neighbours(loaded_index, settings):
@@ -88,6 +102,7 @@ def test_rag_add_places_the_new_paper_among_its_neighbours_and_moves_no_other(tm
     settings = small_settings(tmp_path, seeds)
     env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds)}
     env["RAG_MULTILINGUAL"] = "false"
+    env["RAG_MAP_UMAP_ABOVE"] = "50"  # the layout of large corpora, on the seeds: the one test of UMAP's path
 
     def rag(*args):
         done = subprocess.run(
@@ -118,8 +133,9 @@ def test_rag_add_places_the_new_paper_among_its_neighbours_and_moves_no_other(tm
     assert min(s.x for s in spots) <= place.x <= max(s.x for s in spots)
     assert min(s.y for s in spots) <= place.y <= max(s.y for s in spots)
 
-    rag("index")  # a full rebuild fits the map again, the new paper in it
+    rag("index")  # a full rebuild fits the map again, the new paper in it, as the build of a fresh process
     rebuilt = load_index(settings)
     assert rebuilt.manifest["built_from"] is None and new.paper_id in rebuilt.topic_map.places
+    assert {pid: p for pid, p in rebuilt.topic_map.places.items() if pid != new.paper_id} != before.topic_map.places
     stored = json.loads((rebuilt.path / "map.json").read_text())
     assert len(stored["x"]) == len(rebuilt.corpus) == 87

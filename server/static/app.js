@@ -224,6 +224,7 @@ async function showSimilar(paperId) {
 }
 
 // "Ask about this paper": back to the chat with a question about it in the input, to edit or send.
+// For now the question names the paper; `paperId` is for scoping the question to it once /ask takes a scope.
 function askAbout(paperId, name) {
   if (!$("map-view").hidden) showMap(false);
   const question = $("question");
