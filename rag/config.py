@@ -289,6 +289,52 @@ class Settings(BaseSettings):
         "(a batch's texts and vectors; bench/scale.py --search reports the peak).",
     )
 
+    # the map of the papers and their topics (rag/topics.py), computed when indexing
+    map_topics: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="Topics the papers are clustered into (k-means of their places on the map); 0: about the square "
+        "root of the number of papers, at most map_max_topics.",
+    )
+    map_max_topics: int = Field(100, ge=1, le=1000, description="The most topics that 0 (automatic) gives.")
+    map_umap_above: int = Field(
+        3_000,
+        ge=4,
+        description="Papers from which the map is laid out by UMAP rather than t-SNE (slower to grow, but a few "
+        "seconds of compiling in every new process).",
+    )
+    map_neighbours: int = Field(
+        15,
+        ge=2,
+        le=200,
+        description="UMAP's neighbourhood (larger: more of the global structure kept on the map), and the nearest "
+        "papers among which an added paper is placed.",
+    )
+    map_min_dist: float = Field(0.1, ge=0, le=1, description="How tightly UMAP packs close papers on the map.")
+    map_seed: int = Field(
+        0, ge=0, description="Seeds t-SNE, UMAP and k-means: a build of the same papers, the same map."
+    )
+    map_kmeans_inits: int = Field(
+        4, ge=1, le=50, description="k-means runs from different starts; the best (lowest inertia) is kept."
+    )
+    map_label_max_df: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="Words in more than this share of the abstracts ('propose', 'method') never label a topic.",
+    )
+    map_label_words: int = Field(
+        8, ge=3, le=30, description="Distinctive words kept per topic; the label is the first three."
+    )
+    similar_chunks_per_paper: int = Field(
+        6,
+        ge=1,
+        le=50,
+        description="Chunks searched for each similar paper asked (papers have several chunks); the papers "
+        "found are then ranked by the cosine of their paper vectors.",
+    )
+
     # retrieval
     k: int = Field(5, ge=1, le=MAX_K)
     candidates: int = Field(30, ge=5, le=500, description="Chunks each retriever returns before fusion.")

@@ -75,3 +75,9 @@ class UnknownAnswerError(RagError):
     """A rating names an answer this service never gave, or one too old to rate."""
 
     code = "unknown_answer"
+
+
+class PaperNotFoundError(RagError):
+    """No paper of the index has this id."""
+
+    code = "paper_not_found"

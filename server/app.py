@@ -28,7 +28,7 @@ from .mcp_server import BearerKey, build_mcp
 from .metrics import Metrics
 from .middleware import LimitsAndLogging
 from .probes import initial_states, probe_parts
-from .routes import answers, papers, service
+from .routes import answers, explore, papers, service
 from .routes import feedback as feedback_routes
 
 
@@ -109,7 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
         )
     install_handlers(app, metrics.llm_errors)
-    for router in (service.router, answers.router, papers.router, feedback_routes.router):
+    for router in (service.router, answers.router, papers.router, explore.router, feedback_routes.router):
         app.include_router(router)
     app.mount("/mcp", BearerKey(mcp_transport, settings.api_key))
     app.mount("/static", StaticFiles(directory=service.STATIC), name="static")

@@ -195,3 +195,43 @@ class ErrorResponse(BaseModel):
     """The body of every 4xx and 5xx answer."""
 
     error: ErrorDetail
+
+
+class MapPaper(BaseModel):
+    paper_id: str
+    name: str
+    x: float = Field(..., ge=0, le=1, description="Place on the map, 0 to 1 (left to right).")
+    y: float = Field(..., ge=0, le=1, description="Place on the map, 0 to 1 (bottom to top).")
+    topic: int = Field(..., description="The `id` of its topic.")
+
+
+class MapTopic(BaseModel):
+    id: int
+    label: str = Field(..., description="Its three most distinctive words (class-based TF-IDF).")
+    words: list[str] = Field(..., description="Its most distinctive words, the most distinctive first.")
+    size: int = Field(..., description="Papers in it.")
+
+
+class MapResponse(BaseModel):
+    papers: list[MapPaper]
+    topics: list[MapTopic]
+
+
+class SentencePair(BaseModel):
+    asked: str = Field(..., description="The sentence of the paper asked about...")
+    similar: str = Field(..., description="...and the sentence of the similar paper closest to it.")
+    score: float = Field(..., description="Their cosine.")
+
+
+class SimilarPaper(BaseModel):
+    paper_id: str
+    name: str
+    code_url: str | None
+    topic: int | None
+    score: float = Field(..., description="Cosine of the two papers' vectors (the means of their sentence vectors).")
+    pair: SentencePair = Field(..., description="The pair of sentences that ties the two abstracts.")
+
+
+class SimilarResponse(BaseModel):
+    paper_id: str
+    similar: list[SimilarPaper]

@@ -252,6 +252,7 @@ def test_a_build_written_a_few_papers_at_a_time_equals_one_written_at_once(tmp_p
     assert batched.sentences == whole.sentences
     assert np.allclose(batched.sentence_vectors, whole.sentence_vectors, atol=1e-5)
     assert batched.lexicon == whole.lexicon
+    assert batched.topic_map == whole.topic_map  # seeded: the same map, whatever the batches
     question = "rotary embeddings for vision transformers"
     ranked = [[h.paper.paper_id for h in Retriever(i, settings).search(question, 5).hits] for i in (whole, batched)]
     assert ranked[0] == ranked[1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rag.chunking import split_sentences
@@ -15,6 +16,7 @@ from rag.errors import CorpusError, IndexStaleError
 from rag.lexicon import Lexicon
 from rag.stores import add_seed_texts, index_seeds, load_index, open_index, store_for
 from rag.stores.base import Ranked
+from rag.topics import nearest_papers, paper_vectors, place
 
 from .conftest import SEEDS, MilvusServer
 
@@ -82,15 +84,34 @@ def test_rankings_and_sentences_come_from_the_papers(settings):
     assert index.lexicon == Lexicon.count(index.corpus.papers, sentences)  # what the statistics read
 
 
+def test_every_paper_has_a_place_on_the_map_and_a_labelled_topic(settings):
+    index = load_index(settings)
+    places, topics = index.topic_map.places, index.topic_map.topics
+    assert sorted(places) == sorted(p.paper_id for p in index.corpus.papers)
+    assert all(0 <= p.x <= 1 and 0 <= p.y <= 1 for p in places.values())
+    assert {p.topic for p in places.values()} == {t.id for t in topics} and len(topics) >= 3
+    assert all(t.label and t.words for t in topics)
+
+
 def test_an_add_is_published_whole_and_once(settings):
     before = load_index(settings)
     added = add_seed_texts(settings, [("wombat.txt", new_abstract(settings.vector_store))])
     assert len(added.added) == 1 and not added.duplicates and added.build is not None
     assert not before.is_current()  # readers see that a newer state was published
     after = load_index(settings)
-    assert after.corpus.get(added.added[0].paper_id) is not None
+    new = added.added[0].paper_id
+    assert after.corpus.get(new) is not None
     assert len(after.corpus) == len(before.corpus) + 1
     assert after.lexicon.papers == before.lexicon.papers + 1  # the added paper's words are counted
+    # placed among its nearest papers, as rag.topics places a paper, and no other paper moved
+    assert {pid: p for pid, p in after.topic_map.places.items() if pid != new} == before.topic_map.places
+    assert after.topic_map.topics == before.topic_map.topics
+    rows = after.sentences_of([new])[new]
+    vector = paper_vectors(np.asarray(rows.vectors), [len(rows.texts)])[0]
+    near = nearest_papers(before, vector, settings.map_neighbours, settings, exclude=[new])  # Milvus: live
+    expected = place(near, before.topic_map.places)
+    got = after.topic_map.places[new]
+    assert got.topic == expected.topic and abs(got.x - expected.x) < 1e-3 and abs(got.y - expected.y) < 1e-3
     again = add_seed_texts(settings, [("again.txt", new_abstract(settings.vector_store))])
     assert again.build is None and not again.added and len(again.duplicates) == 1
     assert load_index(settings).version == after.version
@@ -111,8 +132,11 @@ def test_catch_up_embeds_the_difference_and_a_rebuild_keeps_adds(settings):
     shutil.copy(THIRD_FILE, seeds / THIRD_FILE.name)
     try:
         assert store.seeds_changed(settings, load_index(settings)) == (not store.records_adds)
+        before = load_index(settings).topic_map.places
         caught = index_seeds(settings, only_if_stale=True)
         assert caught.caught_up and (caught.added, caught.removed) == (19, 0), caught
+        places = load_index(settings).topic_map.places
+        assert len(places) == len(before) + 19 and all(places[pid] == p for pid, p in before.items())
         assert index_seeds(settings, only_if_stale=True).build is None  # up to date
     finally:
         (seeds / THIRD_FILE.name).unlink()
@@ -122,6 +146,7 @@ def test_catch_up_embeds_the_difference_and_a_rebuild_keeps_adds(settings):
     assert not rebuilt.caught_up and rebuilt.build is not None
     index = load_index(settings)
     assert index.corpus.get(kept.paper_id) is not None  # a full rebuild keeps what was added
+    assert kept.paper_id in index.topic_map.places  # and maps it
     assert len({p.paper_id for p in index.corpus.papers}) == len(index.corpus)
 
 

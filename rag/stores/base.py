@@ -26,13 +26,14 @@ from ..corpus import Corpus, Paper, parse_seed
 from ..embedding import MULTILINGUAL_MODEL, cached_encoder_path
 from ..errors import IndexStaleError
 from ..lexicon import Lexicon
+from ..topics import TopicMap
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
 
     from ..ray_embedding import RayEmbedding
 
-FORMAT_VERSION = 3  # 3: a FAISS build stores its sentences as spans (sentences.npz); 2: its Lexicon and rows
+FORMAT_VERSION = 4  # 4: a map and topics (rag/topics.py); 3: FAISS sentences as spans (sentences.npz); 2: its Lexicon
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 
@@ -60,6 +61,7 @@ class SearchIndex(Protocol):
     manifest: dict  # parameters (model, chunking) and counts of what was built
     corpus: Corpus
     lexicon: Lexicon  # the corpus's word counts (evidence, the extractive answer's word weights)
+    topic_map: TopicMap  # every paper's place on the map and topic, computed when indexing (rag/topics.py)
     embedder: BaseEmbedding  # the English model, for questions
     multilingual_embedder: BaseEmbedding | None
 

@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { history: [], controller: null, papers: null, chat: null };
+const state = { history: [], controller: null, papers: null, chat: null, paper: null };
 
 // -- API ---------------------------------------------------------------------------------
 
@@ -230,9 +230,64 @@ function showPaper(paper, snippet) {
   const url = paper.code_url;
   code.hidden = !url;
   if (url) { code.querySelector("a").href = url; code.querySelector("a").textContent = url; }
+  state.paper = paper;
   panel.hidden = false;
   panel.focus();
   text.querySelector("mark")?.scrollIntoView({ block: "center" });
+  showSimilar(paper.paper_id);
+}
+
+// A paper by its id (the map and the similar papers know only ids).
+async function openPaper(paperId) {
+  try {
+    const paper = await (await request(`/papers/${encodeURIComponent(paperId)}`)).json();
+    showPaper(paper, null);
+  } catch (err) {
+    addTurn("assistant", err.message).classList.add("error");
+  }
+}
+
+// The papers nearest to the one shown, each with the pair of sentences that ties them.
+async function showSimilar(paperId) {
+  const list = $("similar-list"), status = $("similar-status");
+  list.replaceChildren();
+  status.textContent = "Finding similar papers…";
+  let found;
+  try {
+    found = (await (await request(`/papers/${encodeURIComponent(paperId)}/similar?k=5`)).json()).similar;
+  } catch (err) {
+    if (state.paper?.paper_id === paperId) status.textContent = err.message;
+    return;
+  }
+  if (state.paper?.paper_id !== paperId) return;  // another paper was opened meanwhile
+  status.textContent = found.length ? "" : "No similar paper.";
+  for (const s of found) {
+    const item = document.createElement("li");
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "similar-open";
+    open.textContent = s.name;
+    open.title = `similarity ${s.score.toFixed(2)}`;
+    open.addEventListener("click", () => openPaper(s.paper_id));
+    const pair = document.createElement("p");
+    pair.className = "pair";
+    const theirs = document.createElement("q"), ours = document.createElement("q");
+    theirs.append(...withMath(s.pair.similar));
+    ours.append(...withMath(s.pair.asked));
+    pair.append(theirs, document.createTextNode(" echoes this paper's "), ours);
+    item.append(open, pair);
+    list.append(item);
+  }
+}
+
+// "Ask about this paper": back to the chat with a question about it in the input, to edit or send.
+// For now the question names the paper; `paperId` is for scoping the question to it once /ask takes a scope.
+function askAbout(paperId, name) {
+  if (!$("map-view").hidden) showMap(false);
+  const question = $("question");
+  question.value = `What does the paper “${name}” propose, and what does it find?`;
+  question.focus();
+  question.setSelectionRange(question.value.length, question.value.length);
 }
 
 // A note above an answer the abstracts do not fully cover (low) or do not cover at all (none).
@@ -523,6 +578,7 @@ $("show-papers").addEventListener("click", async () => {
   if (!panel.hidden) $("paper-filter").focus();
 });
 $("paper-filter").addEventListener("input", (e) => renderPapers(e.target.value));
+$("ask-about").addEventListener("click", () => { if (state.paper) askAbout(state.paper.paper_id, state.paper.name); });
 for (const button of document.querySelectorAll("[data-close]")) {
   button.addEventListener("click", () => { $(button.dataset.close).hidden = true; });
 }

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 from tqdm import tqdm
 
+from ... import topics
 from ...chunking import Sentence, chunk_papers, split_sentences
 from ...config import Settings
 from ...corpus import Corpus
@@ -30,9 +31,10 @@ from ...embedding import (
     tokenizer_of,
 )
 from ...lexicon import Lexicon
+from ...topics import TopicMap
 from ..base import KnownVectors, expected_parameters, exported_encoder, pause_point, vector_index_kind
 from . import folders
-from .reader import CHUNKS, LEXICON, LoadedIndex
+from .reader import CHUNKS, LEXICON, MAP, LoadedIndex
 from .sentences import SENTENCES, SentenceTable
 
 HNSW_INSERT_ROWS = 50_000  # vectors copied from the flat index into HNSW at a time (75 MB at 384 d)
@@ -85,15 +87,20 @@ class EncoderTables:
         )
         self.row = 0
 
-    def add(self, nodes: list, sentences: list[Sentence], known: dict[str, np.ndarray], known_sentences: dict) -> None:
-        """Embed what `known` (by chunk id) and `known_sentences` lack, and write the batch."""
+    def add(
+        self, nodes: list, sentences: list[Sentence], known: dict[str, np.ndarray], known_sentences: dict
+    ) -> np.ndarray:
+        """Embed what `known` (by chunk id) and `known_sentences` lack, and write the batch;
+        returns the batch's sentence vectors."""
         self.index.insert_nodes(
             [n.model_copy(update={"embedding": known[n.id_].tolist()}) if n.id_ in known else n for n in nodes]
         )
-        if sentences:
-            vectors = _embed_sentences(self.embed_model, sentences, known_sentences)
-            self.sentence_file.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
-            self.row += len(vectors)
+        if not sentences:
+            return np.zeros((0, self.dimensions), np.float32)
+        vectors = _embed_sentences(self.embed_model, sentences, known_sentences)
+        self.sentence_file.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+        self.row += len(vectors)
+        return vectors
 
     def finish(self, directory: Path, kind: str, chunk_ids: list[str]) -> None:
         """Persist, FAISS made `kind`; `chunk_ids`: every chunk added, in order."""
@@ -263,6 +270,7 @@ def write_build(
             else None
         )
         chunks = ChunkTables()
+        paper_vectors = []  # the map's input, a batch at a time (150 MB at 100,000 papers)
         embedded = {"chunks": 0, "sentences": 0}
         with tqdm(total=len(corpus), desc="papers", unit="paper", disable=not show_progress) as progress:
             for start in range(0, len(corpus), settings.build_batch):
@@ -274,7 +282,8 @@ def write_build(
                 embedded["sentences"] += sum(s not in known.sentences for s in sentences)
                 if remote is not None:
                     known = remote.vectors(batch, sentences, settings, known, work / QUERY_ENCODER)
-                english.add(batch, sentences, known.chunks, known.sentences)
+                vectors = english.add(batch, sentences, known.chunks, known.sentences)
+                paper_vectors.append(topics.paper_vectors(vectors, table.counts(papers)))
                 pause_point(settings, "embedding")
                 if other is not None:
                     other.add(batch, sentences, known.multilingual_chunks, known.multilingual_sentences)
@@ -286,9 +295,13 @@ def write_build(
             other.finish(work / "multilingual", kind, chunks.ids)
         dimensions = english.dimensions
         del english, other  # their storage (docstore, FAISS) is written: freed before BM25 is built
+        mapped = time.perf_counter()
+        topic_map = _topic_map(corpus, np.concatenate(paper_vectors or [np.zeros((0, dimensions))]), previous, settings)
+        mapped = time.perf_counter() - mapped
+        del paper_vectors
         manifest = {
             **expected_parameters(settings),
-            **_write_contents(work, corpus, chunks, table, settings),
+            **_write_contents(work, corpus, chunks, table, topic_map, settings),
             "dimensions": dimensions,
             "index_kind": kind,
             "query_encoder": "onnx" if query_encoder else "sentence-transformers",
@@ -297,6 +310,7 @@ def write_build(
             "embedded": embedded,
             "embedded_on": "ray" if remote is not None else "this process",
             "build_seconds": round(time.perf_counter() - started, 2),
+            "map_seconds": round(mapped, 2),
         }
         pause_point(settings, "writing")
         final = folders.seal(work, manifest, linked)
@@ -306,10 +320,22 @@ def write_build(
     return final
 
 
-def _write_contents(work: Path, corpus: Corpus, chunks: ChunkTables, table: SentenceTable, settings: Settings) -> dict:
-    """BM25 and the chunk, paper and sentence tables and the word counts; returns what the
+def _topic_map(corpus: Corpus, vectors: np.ndarray, previous: LoadedIndex | None, settings: Settings) -> TopicMap:
+    """A full build fits the map; a catch-up or an add keeps `previous`'s places and places
+    only the papers it lacks (row i of `vectors` is paper i's)."""
+    if previous is None:
+        return topics.fit_map(corpus.papers, vectors, settings)
+    new = {p.paper_id: vectors[i] for i, p in enumerate(corpus.papers) if p.paper_id not in previous.topic_map.places}
+    return previous.topic_map.of([p.paper_id for p in corpus.papers], topics.place_all(previous, new, settings))
+
+
+def _write_contents(
+    work: Path, corpus: Corpus, chunks: ChunkTables, table: SentenceTable, topic_map: TopicMap, settings: Settings
+) -> dict:
+    """BM25, the chunk, paper and sentence tables, the word counts and the map; returns what the
     manifest records of them."""
     chunks.save(work, settings)
+    topic_map.save(work / MAP, [p.paper_id for p in corpus.papers])
     table.save(work / SENTENCES, corpus.papers)
     Lexicon.count(corpus.papers, (text for paper in corpus.papers for text in table.texts(paper))).save(work / LEXICON)
     with (work / "papers.json").open("w", encoding="utf-8") as f:  # written as it is encoded, not as one string
@@ -324,5 +350,6 @@ def _write_contents(work: Path, corpus: Corpus, chunks: ChunkTables, table: Sent
         "papers": len(corpus),
         "chunks": len(chunks),
         "sentences": len(table),
+        "topics": len(topic_map.topics),
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

@@ -9,6 +9,7 @@ Files of a build (besides the manifest, rag/stores/faiss/folders.py):
     bm25/                         bm25s through LlamaIndex's BM25Retriever
     sentences.npz, sentences*.npy   sentence spans by paper and their vectors (snippets, answers)
     lexicon.json                  word counts over the papers and sentences (rag/lexicon.py)
+    map.json                      each paper's place on the map and topic, the topics' labels (rag/topics.py)
     query_encoder.onnx            the English model exported to ONNX, a link into models/
 """
 
@@ -30,11 +31,13 @@ from ...corpus import Corpus, Paper
 from ...embedding import QUERY_ENCODER, configure_llama_index, load_multilingual_embedder, load_query_embedder
 from ...errors import IndexCorruptError, IndexStaleError
 from ...lexicon import Lexicon
+from ...topics import TopicMap
 from ..base import REBUILD_HINT, Ranked, SentenceRows, check_parameters
 from .folders import current_build, read_manifest, verify_checksums
 from .sentences import SENTENCES, SentenceTable
 
 LEXICON = "lexicon.json"
+MAP = "map.json"
 
 CHUNKS = "chunks.json"
 
@@ -79,6 +82,7 @@ class LoadedIndex:
     manifest: dict
     corpus: Corpus
     lexicon: Lexicon
+    topic_map: TopicMap
     dense: ChunkIndex
     bm25: BM25Retriever  # its bm25s model, read without the corpus it was saved with
     multilingual: ChunkIndex | None
@@ -200,6 +204,7 @@ def _read(build: Path, manifest: dict, settings: Settings) -> LoadedIndex:
         manifest=manifest,
         corpus=Corpus(papers, stored.get("paragraphs", len(papers))),
         lexicon=Lexicon.load(build / LEXICON),
+        topic_map=TopicMap.load(build / MAP, [p.paper_id for p in papers]),
         dense=_load_chunks(build / "dense", chunks),
         bm25=_load_bm25(build / "bm25"),
         multilingual=multilingual,

@@ -44,6 +44,10 @@ class SentenceTable:
     def texts(self, paper: Paper) -> list[str]:
         return [paper.text[start:end] for start, end in self.spans[self.rows.get(paper.paper_id, slice(0, 0))]]
 
+    def counts(self, papers: Iterable[Paper]) -> list[int]:
+        """How many sentences each of `papers` has."""
+        return [(rows := self.rows.get(p.paper_id, slice(0, 0))).stop - rows.start for p in papers]
+
     def sentences(self, papers: Iterable[Paper]) -> list[Sentence]:
         return [
             Sentence(paper.paper_id, paper.text[start:end], (int(start), int(end)))
@@ -52,7 +56,7 @@ class SentenceTable:
         ]
 
     def save(self, path: Path, papers: list[Paper]) -> None:
-        counts = np.asarray([self.rows[p.paper_id].stop - self.rows[p.paper_id].start for p in papers], np.int32)
+        counts = np.asarray(self.counts(papers), np.int32)
         with path.open("wb") as f:
             np.savez(f, counts=counts, spans=self.spans)
 

@@ -7,7 +7,8 @@ For `RAG_MILVUS_COLLECTION=icml_rag`:
     icml_rag_<gen>_chunks         chunk text, stemmed words (BM25 function), English and
                                   multilingual vectors
     icml_rag_<gen>_sentences      every sentence with its vectors
-    icml_rag_<gen>_papers         the papers (the commit record of an add)
+    icml_rag_<gen>_papers         the papers (the commit record of an add), each with its place
+                                  on the map and its topic
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from ...config import Settings
 from ...corpus import Paper
 from ...errors import IndexNotFoundError, StoreUnavailableError
+from ...topics import Place
 
 BATCH = 1000  # rows per insert request
 TEXT = 65535  # the longest VARCHAR Milvus stores (bytes)
@@ -201,6 +203,9 @@ def _generation_tables(
                 ("paper_id", "VARCHAR", {"is_primary": True, "max_length": 16}),
                 ("seq", "INT64", {}),
                 ("record", "VARCHAR", {"max_length": TEXT}),
+                ("x", "FLOAT", {}),  # its place on the map and its topic (rag/topics.py)
+                ("y", "FLOAT", {}),
+                ("topic", "INT64", {}),
                 ("v", "FLOAT_VECTOR", {"dim": 2}),
             ],
             {"v": "FLAT"},  # a placeholder: Milvus wants a vector field
@@ -248,10 +253,19 @@ def id_filter(paper_ids: Iterable[str]) -> str:
     return f"paper_id in {json.dumps(sorted(paper_ids))}"
 
 
-def load_papers(client, names: Names) -> list[Paper]:
+def load_papers(client, names: Names) -> tuple[list[Paper], dict[str, Place]]:
+    """The papers in their order, and each one's place on the map."""
     rows = []
-    iterator = client.query_iterator(names.of("papers"), batch_size=1000, output_fields=["seq", "record"])
+    iterator = client.query_iterator(
+        names.of("papers"), batch_size=1000, output_fields=["seq", "record", "x", "y", "topic"]
+    )
     while batch := iterator.next():
         rows.extend(batch)
     iterator.close()
-    return [Paper(**json.loads(r["record"])) for r in sorted(rows, key=lambda r: r["seq"])]
+    rows.sort(key=lambda r: r["seq"])
+    return [Paper(**json.loads(r["record"])) for r in rows], places_of(rows)
+
+
+def places_of(rows: list[dict]) -> dict[str, Place]:
+    """Rows of the papers collection (paper_id, x, y, topic) -> places by paper id."""
+    return {r["paper_id"]: Place(round(float(r["x"]), 5), round(float(r["y"]), 5), int(r["topic"])) for r in rows}

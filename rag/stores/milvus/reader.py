@@ -1,4 +1,4 @@
-"""The `SearchIndex` a service replica reads from Milvus: it holds the paper table only and
+"""The `SearchIndex` a service replica reads from Milvus: it holds the paper table (with the map) only and
 asks Milvus for every ranking and for the sentences of the papers it answers from."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ...config import Settings
 from ...corpus import Corpus
 from ...embedding import cached_query_encoder, load_multilingual_embedder
 from ...lexicon import Lexicon
+from ...topics import Topic, TopicMap
 from ..base import Ranked, SentenceRows, check_parameters, exported_encoder
 from .collections import (
     NOT_LOADED,
@@ -73,6 +74,7 @@ class MilvusIndex:
         settings: Settings,
         manifest: dict,
         corpus: Corpus,
+        topic_map: TopicMap,
         embedder: BaseEmbedding,
         multilingual_embedder: BaseEmbedding | None,
     ):
@@ -80,6 +82,7 @@ class MilvusIndex:
         self.settings = settings
         self.manifest = manifest
         self.corpus = corpus
+        self.topic_map = topic_map
         # Counted here, from the paper table: a Milvus collection stores no word counts.
         self.lexicon = Lexicon.count(corpus.papers, (s.text for p in corpus.papers for s in split_sentences(p)))
         self.embedder = embedder
@@ -182,11 +185,13 @@ def load(settings: Settings, check: bool = True) -> MilvusIndex:
             check_parameters(manifest, settings, f"the Milvus collection {settings.milvus_collection}")
         names = Names(settings.milvus_collection, manifest["generation"])
         loaded(client, *(names.of(table) for table in TABLES))
-        corpus = Corpus(load_papers(client, names), manifest.get("paragraphs", 0))
+        papers, places = load_papers(client, names)
+        corpus = Corpus(papers, manifest.get("paragraphs", 0))
+        topic_map = TopicMap(places, [Topic(**t) for t in manifest.get("topics", [])])
     multilingual = load_multilingual_embedder() if settings.multilingual else None
     # Questions (and the papers an add brings) through the ONNX export, as on the FAISS path.
     embedder = query_encoder(settings)
-    return MilvusIndex(client, settings, manifest, corpus, embedder, multilingual)
+    return MilvusIndex(client, settings, manifest, corpus, topic_map, embedder, multilingual)
 
 
 def query_encoder(settings: Settings) -> BaseEmbedding:

@@ -13,18 +13,20 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm import tqdm
 
+from ... import topics
 from ...chunking import chunk_papers, split_sentences
 from ...config import Settings
 from ...corpus import Corpus, Paper
 from ...embedding import document_embedder, load_multilingual_embedder, tokenizer_of
-from ..base import KnownVectors, expected_parameters, exported_encoder, is_added, pause_point, vector_index_kind
+from ...topics import Place, TopicMap
+from ..base import KnownVectors, Ranked, expected_parameters, exported_encoder, is_added, pause_point, vector_index_kind
 from .collections import (
     GENERATION,
     NO_VECTOR,
@@ -41,6 +43,7 @@ from .collections import (
     load_papers,
     loaded,
     milvus_errors,
+    places_of,
     read_meta,
     write_meta,
 )
@@ -58,7 +61,8 @@ class _Embedded:
 
     chunks: list[dict] = field(default_factory=list)
     sentences: list[dict] = field(default_factory=list)
-    papers: list[dict] = field(default_factory=list)
+    papers: list[dict] = field(default_factory=list)  # made once the papers have their places (`_paper_rows`)
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # the papers' (the map's input)
 
 
 def _embed(
@@ -66,7 +70,6 @@ def _embed(
     settings: Settings,
     embedder: BaseEmbedding,
     multilingual: BaseEmbedding | None,
-    seq: int,
     remote: RayEmbedding | None = None,
 ) -> _Embedded:
     """Chunks and sentences of `papers` with their vectors, as the FAISS build makes them;
@@ -115,11 +118,52 @@ def _embed(
         found = vectors(multilingual, [s.text for s in sentences], kept(known.multilingual_sentences, sentences))
         for row, vector in zip(out.sentences, found, strict=True):
             row["multilingual"] = vector
-    out.papers = [
-        {"paper_id": p.paper_id, "seq": seq + i, "record": json.dumps(p.to_dict(), ensure_ascii=False), "v": NO_VECTOR}
+    out.vectors = topics.paper_vectors(
+        np.asarray(sentence_vectors, np.float32).reshape(len(sentences), -1),
+        [positions.get(p.paper_id, -1) + 1 for p in papers],
+    )
+    return out
+
+
+def _paper_rows(papers: list[Paper], seq: int, places: dict[str, Place]) -> list[dict]:
+    """The papers' rows, numbered from `seq` (their order), each with its place on the map."""
+    return [
+        {
+            "paper_id": p.paper_id,
+            "seq": seq + i,
+            "record": json.dumps(p.to_dict(), ensure_ascii=False),
+            **asdict(places[p.paper_id]),
+            "v": NO_VECTOR,
+        }
         for i, p in enumerate(papers)
     ]
-    return out
+
+
+def _places(client, names: Names, papers: list[Paper], vectors: np.ndarray, settings: Settings) -> dict[str, Place]:
+    """New papers placed on the generation's map among their nearest papers there (rag/topics.py):
+    the generation's chunks searched with each paper's vector, the neighbours' places read."""
+    if not papers:
+        return {}
+    found = client.search(
+        names.of("chunks"),
+        data=vectors.tolist(),
+        anns_field="dense",
+        limit=settings.map_neighbours * settings.similar_chunks_per_paper,
+        output_fields=["paper_id"],
+    )
+    neighbours = [
+        topics.best_per_paper(Ranked(hit["entity"]["paper_id"], float(hit["distance"])) for hit in hits)[
+            : settings.map_neighbours
+        ]
+        for hits in found
+    ]
+    ids = sorted({n.paper_id for near in neighbours for n in near})
+    known = places_of(
+        client.query(names.of("papers"), filter=id_filter(ids), output_fields=["paper_id", "x", "y", "topic"])
+        if ids
+        else []
+    )
+    return {p.paper_id: topics.place(near, known) for p, near in zip(papers, neighbours, strict=True)}
 
 
 def _write(client, names: Names, embedded: _Embedded, settings: Settings) -> None:
@@ -134,6 +178,7 @@ def _write(client, names: Names, embedded: _Embedded, settings: Settings) -> Non
 
 
 def _insert(client, names: Names, embedded: _Embedded, settings: Settings) -> None:
+    """A build inserts its paper rows once its map is fitted (`embedded.papers` is then empty)."""
     insert(client, names.of("chunks"), embedded.chunks)
     pause_point(settings, "writing")
     insert(client, names.of("sentences"), embedded.sentences)
@@ -148,7 +193,14 @@ def _models(settings: Settings):
 
 
 def _manifest(
-    settings: Settings, generation: str, corpus: Corpus, chunks: int, sentences: int, dimensions: int, kind: str
+    settings: Settings,
+    generation: str,
+    corpus: Corpus,
+    chunks: int,
+    sentences: int,
+    dimensions: int,
+    kind: str,
+    topic_map: TopicMap,
 ) -> dict:
     return {
         **expected_parameters(settings),
@@ -161,6 +213,7 @@ def _manifest(
         "paragraphs": corpus.paragraphs,
         "dimensions": dimensions,
         "index_kind": kind,
+        "topics": [asdict(t) for t in topic_map.topics],  # the papers' places are in their rows
         "corpus_hash": corpus.content_hash,
         "seed_files": corpus.files,
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -184,10 +237,12 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
         # when its vector count (which picks FLAT or HNSW) is known.
         chunks = sentences = dimensions = 0
         multilingual_dimensions = None
+        paper_vectors = []
         with tqdm(total=len(corpus), desc="papers", unit="paper", disable=not show_progress) as progress:
             for start in range(0, len(corpus), settings.build_batch):
                 papers = corpus.papers[start : start + settings.build_batch]
-                embedded = _embed(papers, settings, embedder, multilingual, seq=start, remote=remote)
+                embedded = _embed(papers, settings, embedder, multilingual, remote=remote)
+                paper_vectors.append(embedded.vectors)
                 if start == 0:
                     first = embedded.chunks[0] if embedded.chunks else {}
                     dimensions = len(first.get("dense", ()))
@@ -196,19 +251,25 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
                 _insert(client, names, embedded, settings)
                 chunks, sentences = chunks + len(embedded.chunks), sentences + len(embedded.sentences)
                 progress.update(len(papers))
+        # The generation is not current yet: its paper rows can wait for the map.
+        topic_map = topics.fit_map(corpus.papers, np.concatenate(paper_vectors or [np.zeros((0, 1))]), settings)
+        del paper_vectors
+        for start in range(0, len(corpus), settings.build_batch):
+            papers = corpus.papers[start : start + settings.build_batch]
+            insert(client, names.of("papers"), _paper_rows(papers, start, topic_map.places))
         kind = vector_index_kind(settings, chunks)
         # Flushed first (in index_generation): sealed segments are searched through their
         # indexes; rows still in memory are scanned one by one at every search (Milvus Lite:
         # 70 ms instead of 3 at 2,000 papers). Adds stay in memory until Milvus seals them.
         index_generation(client, names, dimensions, multilingual_dimensions, kind.upper())
-        manifest = _manifest(settings, generation, corpus, chunks, sentences, dimensions, kind)
+        manifest = _manifest(settings, generation, corpus, chunks, sentences, dimensions, kind, topic_map)
         write_meta(client, base, manifest)
         if before is not None:
             old = Names(base, before["generation"])
             late = []
             if client.has_collection(old.of("papers")):
                 loaded(client, old.of("papers"))
-                late = [p for p in load_papers(client, old) if corpus.get(p.paper_id) is None and is_added(p)]
+                late = [p for p in load_papers(client, old)[0] if corpus.get(p.paper_id) is None and is_added(p)]
             if late:
                 manifest = add_papers(client, settings, late, embedder, multilingual)
             _drop_generations(client, base, keep={generation, before["generation"]})
@@ -231,10 +292,13 @@ def add_papers(
     a full build switched generations meanwhile, they are written again into the new one."""
     base = settings.milvus_collection
     manifest = current_meta(client, settings)
-    embedded = _embed(papers, settings, embedder, multilingual, seq=time.time_ns())
+    embedded = _embed(papers, settings, embedder, multilingual)
     pause_point(settings, "embedding")
     while True:
-        _write(client, Names(base, manifest["generation"]), embedded, settings)
+        names = Names(base, manifest["generation"])
+        places = _places(client, names, papers, embedded.vectors, settings)
+        embedded.papers = _paper_rows(papers, time.time_ns(), places)
+        _write(client, names, embedded, settings)
         latest = current_meta(client, settings)
         if latest["generation"] == manifest["generation"]:
             break

@@ -1,0 +1,235 @@
+"""A map of the papers and their topics, computed when indexing from the vectors the index holds.
+
+Each paper gets a place on a 2-D map (t-SNE or UMAP of its vector, scaled into [0, 1]) and a topic
+(k-means of the places: a topic is a region of the map, so its label sits on its papers); each topic
+a label of its most distinctive words (class-based TF-IDF, as BERTopic computes it, over
+scikit-learn's CountVectorizer). A paper's vector is the mean of its
+sentences' vectors, so both stores compute it from what they store (`paper_vectors`). Every step
+is seeded: a build of the same papers gives the same map.
+
+A build fits the whole map (`fit_map`). A catch-up or an add keeps every other paper where it was
+and places each new paper among its nearest papers (`place`): at their similarity-weighted mean
+position, in the topic most of their similarity falls in. Labels stay as fitted until the next
+full build.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .corpus import Paper
+    from .stores.base import Ranked, SearchIndex
+
+
+@dataclass(frozen=True)
+class Topic:
+    id: int
+    label: str  # its three most distinctive words
+    words: list[str]  # the most distinctive first
+
+
+@dataclass(frozen=True)
+class Place:
+    x: float
+    y: float
+    topic: int
+
+
+@dataclass
+class TopicMap:
+    """Every paper's place, by paper id, and the topics."""
+
+    places: dict[str, Place]
+    topics: list[Topic]
+
+    @classmethod
+    def empty(cls) -> TopicMap:
+        return cls({}, [])
+
+    def sizes(self) -> Counter[int]:
+        return Counter(place.topic for place in self.places.values())
+
+    def of(self, paper_ids: Iterable[str], placed: Mapping[str, Place] | None = None) -> TopicMap:
+        """The map of `paper_ids` (in that order): their places here or in `placed`, the same topics."""
+        known = {**self.places, **(placed or {})}
+        return TopicMap({pid: known[pid] for pid in paper_ids}, self.topics)
+
+    def to_dict(self, order: list[str]) -> dict:
+        """Columns in the order of `order` (a build's paper order), for a store to keep."""
+        rows = [self.places[pid] for pid in order]
+        return {
+            "topics": [asdict(t) for t in self.topics],
+            "x": [p.x for p in rows],
+            "y": [p.y for p in rows],
+            "topic": [p.topic for p in rows],
+        }
+
+    @classmethod
+    def from_dict(cls, stored: dict, order: list[str]) -> TopicMap:
+        if not len(stored["x"]) == len(stored["y"]) == len(stored["topic"]) == len(order):
+            raise ValueError(f"a map of {len(stored['x'])} papers for {len(order)} papers")
+        places = {
+            pid: Place(float(x), float(y), int(t))
+            for pid, x, y, t in zip(order, stored["x"], stored["y"], stored["topic"], strict=True)
+        }
+        return cls(places, [Topic(**t) for t in stored["topics"]])
+
+    def save(self, path: Path, order: list[str]) -> None:
+        path.write_text(json.dumps(self.to_dict(order), separators=(",", ":")))
+
+    @classmethod
+    def load(cls, path: Path, order: list[str]) -> TopicMap:
+        return cls.from_dict(json.loads(path.read_text()), order)
+
+
+def paper_vectors(sentence_vectors: np.ndarray, counts: list[int]) -> np.ndarray:
+    """Each paper's vector: the normalised mean of its sentences' vectors (`counts[i]` rows are
+    paper i's, in order); a paper without sentences gets zeros."""
+    dimensions = sentence_vectors.shape[1] if sentence_vectors.ndim == 2 else 0
+    out = np.zeros((len(counts), dimensions), np.float32)
+    start = 0
+    for i, count in enumerate(counts):
+        if count:
+            out[i] = np.asarray(sentence_vectors[start : start + count], np.float32).mean(axis=0)
+        start += count
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1)
+
+
+def topic_count(papers: int, settings: Settings) -> int:
+    """`map_topics`, or about the square root of the number of papers, at most `map_max_topics`."""
+    wanted = settings.map_topics or round(math.sqrt(papers))
+    return max(1, min(wanted, settings.map_max_topics, papers))
+
+
+def fit_map(papers: list[Paper], vectors: np.ndarray, settings: Settings) -> TopicMap:
+    """The whole map of `papers` (row i of `vectors` is paper i's vector)."""
+    if not papers:
+        return TopicMap.empty()
+    from sklearn.cluster import KMeans
+
+    xy = _layout(vectors, settings)
+    k = topic_count(len(papers), settings)
+    # On the map's places rather than the vectors: k-means of the vectors scattered a topic over
+    # the map (its label far from most of its dots), and on the 86 seeds split the protein papers.
+    labels = KMeans(k, n_init=settings.map_kmeans_inits, random_state=settings.map_seed).fit_predict(xy)
+    topics = _labels([p.text for p in papers], labels, k, settings)
+    places = {
+        p.paper_id: Place(round(float(x), 5), round(float(y), 5), int(t))
+        for p, (x, y), t in zip(papers, xy, labels, strict=True)
+    }
+    return TopicMap(places, topics)
+
+
+def _layout(vectors: np.ndarray, settings: Settings) -> np.ndarray:
+    """2-D positions scaled into [0, 1], on cosine distance, seeded. Below `map_umap_above` papers
+    scikit-learn's t-SNE (86 seeds: 0.6 s, trustworthiness 0.89 at 5 neighbours against UMAP's
+    0.83); from there UMAP, whose cost grows more slowly (100,000 papers: 77 s) but whose numba
+    code compiles for about 7 s in every new process (seeded, hence on one core)."""
+    n = len(vectors)
+    if n < 4:
+        xy = np.eye(max(n, 2))[:n, :2]  # apart, whatever their vectors: nothing to lay out
+    elif n < settings.map_umap_above:
+        from sklearn.manifold import TSNE
+
+        # scikit-learn's default perplexity, below the number of other papers for tiny corpora
+        perplexity = min(30.0, (n - 1) / 3)
+        xy = TSNE(2, perplexity=perplexity, metric="cosine", init="pca", random_state=settings.map_seed).fit_transform(
+            vectors
+        )
+    else:
+        import umap
+
+        xy = umap.UMAP(
+            n_neighbors=settings.map_neighbours,
+            min_dist=settings.map_min_dist,
+            metric="cosine",
+            random_state=settings.map_seed,
+            n_jobs=1,  # what a seed implies anyway; said here so UMAP does not warn about it
+        ).fit_transform(vectors)
+    low, high = xy.min(axis=0), xy.max(axis=0)
+    return (xy - low) / np.where(high > low, high - low, 1)
+
+
+def _labels(texts: list[str], labels: np.ndarray, k: int, settings: Settings) -> list[Topic]:
+    """Class-based TF-IDF (BERTopic's c-TF-IDF): a word's share of its topic's words times
+    log(1 + average words per topic / the word's count in all topics). Words in more than
+    `map_label_max_df` of the abstracts ("propose", "method") are left out first."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    vectorizer = CountVectorizer(
+        stop_words="english",
+        min_df=2 if len(texts) > 2 else 1,
+        max_df=settings.map_label_max_df if len(texts) * settings.map_label_max_df >= 2 else 1.0,
+        token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b",
+    )
+    try:
+        counts = vectorizer.fit_transform(texts)
+    except ValueError:  # no word is left (a corpus of a paper or two)
+        return [Topic(t, f"topic {t + 1}", []) for t in range(k)]
+    words = vectorizer.get_feature_names_out()
+    by_topic = np.vstack([np.asarray(counts[labels == t].sum(axis=0)).ravel() for t in range(k)]).astype(np.float64)
+    totals = by_topic.sum(axis=1, keepdims=True)
+    frequency = by_topic / np.where(totals > 0, totals, 1)
+    idf = np.log(1 + by_topic.sum() / k / np.maximum(by_topic.sum(axis=0), 1))
+    scores = frequency * idf
+    topics = []
+    for t in range(k):
+        ranked = np.argsort(-scores[t], kind="stable")[: settings.map_label_words]
+        best = [str(words[i]) for i in ranked if scores[t, i] > 0]
+        topics.append(Topic(t, ", ".join(best[:3]) or f"topic {t + 1}", best))
+    return topics
+
+
+def best_per_paper(ranking: Iterable[Ranked], exclude: Iterable[str] = ()) -> list[Ranked]:
+    """Chunks ranked best first -> papers ranked by their best chunk, each once."""
+    seen = set(exclude)
+    out = []
+    for ranked in ranking:
+        if ranked.paper_id not in seen:
+            seen.add(ranked.paper_id)
+            out.append(ranked)
+    return out
+
+
+def nearest_papers(index: SearchIndex, vector: np.ndarray, k: int, settings: Settings, exclude=()) -> list[Ranked]:
+    """The `k` papers whose chunks are closest to `vector` (cosine of the best chunk), through
+    the index's own dense search, so that it costs the same at any corpus size."""
+    chunks = min(index.chunks, max(k, 1) * settings.similar_chunks_per_paper + len(set(exclude)))
+    return best_per_paper(index.dense_ranking(vector, chunks, multilingual=False), exclude)[:k]
+
+
+def place(neighbours: list[Ranked], known: Mapping[str, Place]) -> Place:
+    """A new paper's place among its nearest papers that have one: their mean position weighted
+    by similarity, and the topic that gathers most of it. Hand-written: UMAP's own `transform`
+    would need the fitted model kept with every build."""
+    near = [(max(n.score, 1e-6), known[n.paper_id]) for n in neighbours if n.paper_id in known]
+    if not near:
+        return Place(0.5, 0.5, 0)
+    total = sum(w for w, _ in near)
+    votes: dict[int, float] = {}
+    for weight, spot in near:
+        votes[spot.topic] = votes.get(spot.topic, 0.0) + weight
+    return Place(
+        round(sum(w * p.x for w, p in near) / total, 5),
+        round(sum(w * p.y for w, p in near) / total, 5),
+        max(votes, key=lambda topic: votes[topic]),
+    )
+
+
+def place_all(index: SearchIndex, vectors: Mapping[str, np.ndarray], settings: Settings) -> dict[str, Place]:
+    """Places for new papers (their vectors by id) on `index`'s map, as `place` finds them."""
+    return {
+        pid: place(nearest_papers(index, vector, settings.map_neighbours, settings, [pid]), index.topic_map.places)
+        for pid, vector in vectors.items()
+    }

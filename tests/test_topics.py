@@ -1,0 +1,141 @@
+"""The map, the topics and the similar papers, computed when indexing the real corpus and read
+through the store contract; `rag add` placing a new paper, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rag.config import Settings
+from rag.similar import similar_papers
+from rag.stores.faiss import load_index
+from rag.topics import TopicMap, fit_map, nearest_papers, paper_vectors
+
+from .conftest import ROOT, SEEDS, small_settings
+
+SPEED_UPS = {"SPEED", "dLLM-Cache", "LoSA", "Jacobi Forcing"}  # diffusion language models, decoded faster
+
+
+def by_name(index, name: str):
+    [paper] = [p for p in index.corpus.papers if p.name == name]
+    return paper
+
+
+def test_every_paper_has_a_place_and_a_topic_and_every_topic_a_label(loaded_index):
+    topic_map = loaded_index.topic_map
+    assert list(topic_map.places) == [p.paper_id for p in loaded_index.corpus.papers]
+    assert all(0 <= p.x <= 1 and 0 <= p.y <= 1 for p in topic_map.places.values())
+    xs = [p.x for p in topic_map.places.values()]
+    assert min(xs) == 0 and max(xs) == 1  # scaled into the unit square, not collapsed
+    sizes = topic_map.sizes()
+    assert [t.id for t in topic_map.topics] == list(range(len(topic_map.topics))) and len(topic_map.topics) >= 5
+    assert all(sizes[t.id] >= 1 for t in topic_map.topics) and sum(sizes.values()) == 86
+    labels = [t.label for t in topic_map.topics]
+    assert len(set(labels)) == len(labels), labels
+    for topic in topic_map.topics:
+        assert topic.label == ", ".join(topic.words[:3]) and len(topic.words) >= 3
+        # distinctive words, not the boilerplate every abstract has
+        assert not {"propose", "method", "results", "model", "models"} & set(topic.words), topic
+        members = [p.text.lower() for p in loaded_index.corpus.papers if topic_map.places[p.paper_id].topic == topic.id]
+        assert all(any(word in text for text in members) for word in topic.words), topic
+
+
+@pytest.mark.parametrize("papers", [1, 2, 3, 5, 12])
+def test_a_corpus_of_a_few_papers_gets_a_map_too(corpus, papers):
+    chosen = corpus.papers[:papers]
+    vectors = np.random.default_rng(papers).standard_normal((papers, 384)).astype(np.float32)
+    fitted = fit_map(chosen, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), Settings())
+    assert list(fitted.places) == [p.paper_id for p in chosen]
+    assert all(0 <= p.x <= 1 and 0 <= p.y <= 1 for p in fitted.places.values())
+    assert {p.topic for p in fitted.places.values()} <= {t.id for t in fitted.topics}
+    assert all(t.label for t in fitted.topics) and len(fitted.topics) == max(1, min(round(papers**0.5), papers))
+    assert fit_map([], np.zeros((0, 384), np.float32), Settings()) == TopicMap.empty()
+
+
+def test_the_diffusion_language_model_speed_ups_are_one_topic_and_each_others_neighbours(loaded_index, settings):
+    topic_map = loaded_index.topic_map
+    papers = {name: by_name(loaded_index, name) for name in SPEED_UPS}
+    assert len({topic_map.places[p.paper_id].topic for p in papers.values()}) == 1
+    jacobi = similar_papers(loaded_index, papers["Jacobi Forcing"].paper_id, 3, settings)
+    assert {s.paper.name for s in jacobi} == SPEED_UPS - {"Jacobi Forcing"}
+    for name, paper in papers.items():
+        found = similar_papers(loaded_index, paper.paper_id, 5, settings)
+        assert len(found) == 5 and paper.paper_id not in {s.paper.paper_id for s in found}
+        assert [s.score for s in found] == sorted((s.score for s in found), reverse=True)
+        assert len({s.paper.name for s in found} & SPEED_UPS) >= 2, (name, [s.paper.name for s in found])
+
+
+def test_the_sentence_pair_is_the_closest_pair_of_the_two_abstracts(loaded_index, settings):
+    protdis = by_name(loaded_index, "ProtDiS")
+    found = similar_papers(loaded_index, protdis.paper_id, 3, settings)
+    assert {"MMM-PPI", "GeoCoupling"} <= {s.paper.name for s in found}  # the other protein papers
+    for similar in found:
+        rows = loaded_index.sentences_of([protdis.paper_id, similar.paper.paper_id])
+        ours, theirs = rows[protdis.paper_id], rows[similar.paper.paper_id]
+        cosines = np.asarray(ours.vectors) @ np.asarray(theirs.vectors).T
+        i, j = np.unravel_index(int(np.argmax(cosines)), cosines.shape)
+        assert (similar.sentence, similar.other_sentence) == (ours.texts[i], theirs.texts[j])
+        assert similar.sentence in protdis.text and similar.other_sentence in similar.paper.text
+        assert abs(similar.sentence_score - float(cosines[i, j])) < 1e-3
+        vectors = paper_vectors(np.vstack([ours.vectors, theirs.vectors]), [len(ours.texts), len(theirs.texts)])
+        assert abs(similar.score - float(vectors[0] @ vectors[1])) < 1e-3
+
+
+TURBO = (
+    "Added papers\n\nDiffusion large language models decode slowly because they unmask only a few tokens per "
+    "denoising step. We introduce TurboUnmask, a training-free decoding scheme for diffusion language models "
+    "that caches the key-value states of stable tokens and unmasks several confident tokens in parallel at each "
+    "step. TurboUnmask speeds up inference of LLaDA and Dream by 4.1 times on math and coding benchmarks "
+    "with no loss of accuracy.\n"
+)
+
+
+def test_rag_add_places_the_new_paper_among_its_neighbours_and_moves_no_other(tmp_path):
+    seeds = tmp_path / "seeds"
+    shutil.copytree(SEEDS, seeds)
+    settings = small_settings(tmp_path, seeds)
+    env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds)}
+    env["RAG_MULTILINGUAL"] = "false"
+    env["RAG_MAP_UMAP_ABOVE"] = "50"  # the layout of large corpora, on the seeds: the one test of UMAP's path
+
+    def rag(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "server.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    rag("index")
+    before = load_index(settings)
+    (tmp_path / "turbo.txt").write_text(TURBO)
+    rag("add", str(tmp_path / "turbo.txt"))
+    after = load_index(settings)
+    [new] = [p for p in after.corpus.papers if before.corpus.get(p.paper_id) is None]
+    assert new.name == "TurboUnmask"
+    assert after.manifest["built_from"] == before.path.name  # an add, not a rebuild
+    assert after.topic_map.topics == before.topic_map.topics
+    assert {pid: p for pid, p in after.topic_map.places.items() if pid != new.paper_id} == before.topic_map.places
+
+    place = after.topic_map.places[new.paper_id]
+    jacobi = by_name(before, "Jacobi Forcing")
+    assert place.topic == before.topic_map.places[jacobi.paper_id].topic  # the speed-ups' topic
+    rows = after.sentences_of([new.paper_id])[new.paper_id]
+    vector = paper_vectors(np.asarray(rows.vectors), [len(rows.texts)])[0]
+    near = nearest_papers(before, vector, settings.map_neighbours, settings)
+    assert len(SPEED_UPS & {before.corpus.get(n.paper_id).name for n in near[:6]}) >= 3
+    spots = [before.topic_map.places[n.paper_id] for n in near]
+    assert min(s.x for s in spots) <= place.x <= max(s.x for s in spots)
+    assert min(s.y for s in spots) <= place.y <= max(s.y for s in spots)
+
+    rag("index")  # a full rebuild fits the map again, the new paper in it, as the build of a fresh process
+    rebuilt = load_index(settings)
+    assert rebuilt.manifest["built_from"] is None and new.paper_id in rebuilt.topic_map.places
+    assert {pid: p for pid, p in rebuilt.topic_map.places.items() if pid != new.paper_id} != before.topic_map.places
+    stored = json.loads((rebuilt.path / "map.json").read_text())
+    assert len(stored["x"]) == len(rebuilt.corpus) == 87
