@@ -56,6 +56,15 @@ def columns(report: dict) -> list[tuple[str, str]]:
     return [(split, system) for split, data in report["splits"].items() for system in data["systems"]]
 
 
+def _table(column: str, rows: dict[str, dict], keys: list[str]) -> list[str]:
+    """A Markdown table: one row per group of questions, one column per figure."""
+    return [
+        f"| {column} | " + " | ".join(HEADLINE.get(k, k) for k in keys) + " |",
+        "|---|" + "---|" * len(keys),
+        *(f"| {name} | " + " | ".join(_cell(figures[k]) for k in keys) + " |" for name, figures in rows.items()),
+    ]
+
+
 def markdown(report: dict) -> str:
     cols = columns(report)
     overall = lambda split, system: report["splits"][split]["systems"][system]["overall"]  # noqa: E731
@@ -91,17 +100,6 @@ def markdown(report: dict) -> str:
         "abstention_recall",
         "false_abstention",
     ]
-    for split, system in cols:
-        by_type = report["splits"][split]["systems"][system]["by_type"]
-        lines += [
-            "",
-            f"## By question type: {split} {system}",
-            "",
-            "| type | " + " | ".join(HEADLINE.get(k, k) for k in keys) + " |",
-            "|---|" + "---|" * len(keys),
-        ]
-        for qtype, figures in by_type.items():
-            lines.append(f"| {qtype} | " + " | ".join(_cell(figures[k]) for k in keys) + " |")
     intent_keys = [
         "questions",
         "intent_accuracy",
@@ -110,17 +108,13 @@ def markdown(report: dict) -> str:
         "shape_ok",
         "multi_citation_recall",
     ]
-    for split, system in cols:
-        by_intent = report["splits"][split]["systems"][system].get("by_intent", {})
-        lines += [
-            "",
-            f"## By intent: {split} {system}",
-            "",
-            "| intent | " + " | ".join(HEADLINE.get(k, k) for k in intent_keys) + " |",
-            "|---|" + "---|" * len(intent_keys),
-        ]
-        for intent, figures in by_intent.items():
-            lines.append(f"| {intent} | " + " | ".join(_cell(figures[k]) for k in intent_keys) + " |")
+    for group, title, column, shown in (
+        ("by_type", "question type", "type", keys),
+        ("by_intent", "intent", "intent", intent_keys),
+    ):
+        for split, system in cols:
+            lines += ["", f"## By {title}: {split} {system}", ""]
+            lines += _table(column, report["splits"][split]["systems"][system].get(group, {}), shown)
     for split, system in cols:
         failed = failures(report["splits"][split]["records"][system])
         lines += ["", f"## Failures: {split} {system} ({len(failed)})", ""]
