@@ -22,9 +22,9 @@ from .text import content_words
 MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;\-–]|and)\s*\d{1,3})*)\s*\]")
 _RUN = re.compile(rf"{MARKER.pattern}(?:\s*{MARKER.pattern})*")  # [1][2] and [1] [2, 3] cite together
 # A sentence ends at the first whitespace after . ! ? (so "3.5" is not an end, and where a streamed
-# piece cuts a run of spaces does not move the end), at CJK punctuation, or at a line break (a
-# list item, a table row).
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])|\n")
+# piece cuts a run of spaces does not move the end), at CJK punctuation, or at the line break
+# that ends a table row or starts a list item or a row (a marker never holds "|" or "- ").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])|(?<=\|)\n|\n(?=[ \t]*(?:[-*] |\|))")
 
 
 def lexical_support(sentence: str, source: str) -> float:

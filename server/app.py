@@ -27,7 +27,7 @@ from .logs import claim_handlers, configure_logging, fatal
 from .mcp_server import BearerKey, build_mcp
 from .metrics import Metrics
 from .middleware import LimitsAndLogging
-from .probes import initial_states, probe_parts
+from .probes import import_store_client, initial_states, probe_parts
 from .routes import answers, explore, papers, service
 from .routes import feedback as feedback_routes
 
@@ -71,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """The port opens at once: /health answers 503 "loading" until an index is loaded, and the
         parts the service talks to are probed behind it. The MCP transport's sessions live as long
         as the app (a mounted app's own lifespan never runs)."""
+        import_store_client(settings)
         keeper.start()
         probe_parts(settings, feedback)
         async with AsyncExitStack() as stack:

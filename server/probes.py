@@ -40,6 +40,13 @@ def initial_states(settings: Settings) -> None:
     PARTS.set("llm", "unknown" if uses_llm(settings) else "off")
 
 
+def import_store_client(settings: Settings) -> None:
+    """Import the Milvus client before any thread does: pymilvus imported by two threads at once
+    (the index loader, the store probe) can meet its own modules half initialised."""
+    if settings.vector_store == "milvus":
+        import rag.stores.milvus.collections  # noqa: F401
+
+
 def probe_parts(settings: Settings, feedback: FeedbackStore) -> threading.Thread:
     def probe() -> None:
         if uses_llm(settings):
