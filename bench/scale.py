@@ -306,11 +306,26 @@ def main() -> None:
     parser.add_argument(
         "--search", action="store_true", help="only /search at 86 and --papers synthetic papers (bench/scale_search.py)"
     )
-    parser.add_argument("--papers", type=int, default=100_000, help="synthetic papers for --search")
+    parser.add_argument(
+        "--explore", action="store_true", help="only the map and similar papers at --papers (bench/scale_explore.py)"
+    )
+    parser.add_argument("--papers", type=int, default=100_000, help="synthetic papers for --search and --explore")
     parser.add_argument("--no-milvus", action="store_true", help="--search: FAISS only")
-    parser.add_argument("--seed-index", type=Path, default=ROOT / "index", help="--search: an index of the seeds")
-    parser.add_argument("--out", type=Path, help="--search: results file (default bench/results/scale-search-N.json)")
+    parser.add_argument(
+        "--seed-index", type=Path, default=ROOT / "index", help="--search, --explore: an index of the seeds"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="--search, --explore: results file (default bench/results/scale-<what>-N.json)"
+    )
     args = parser.parse_args()
+    if args.explore:
+        import scale_explore
+
+        results = scale_explore.run(args.papers, args.rounds, args.seed_index)
+        out = args.out or ROOT / "bench" / "results" / f"scale-explore-{args.papers}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        return
     if args.search:
         import scale_search
 

@@ -1,11 +1,11 @@
 """A map of the papers and their topics, computed when indexing from the vectors the index holds.
 
 Each paper gets a place on a 2-D map (t-SNE or UMAP of its vector, scaled into [0, 1]) and a topic
-(k-means of the places: a topic is a region of the map, so its label sits on its papers); each topic
-a label of its most distinctive words (class-based TF-IDF, as BERTopic computes it, over
-scikit-learn's CountVectorizer). A paper's vector is the mean of its
-sentences' vectors, so both stores compute it from what they store (`paper_vectors`). Every step
-is seeded: a build of the same papers gives the same map.
+(k-means of the places: a topic is a region of the map, so its label sits on its papers); each
+topic a label of its most distinctive words (class-based TF-IDF, as BERTopic computes it, over
+scikit-learn's CountVectorizer). A paper's vector is the mean of its sentences' vectors, so both
+stores compute it from what they store (`paper_vectors`). Every step is seeded: a build of the
+same papers gives the same map.
 
 A build fits the whole map (`fit_map`). A catch-up or an add keeps every other paper where it was
 and places each new paper among its nearest papers (`place`): at their similarity-weighted mean

@@ -70,6 +70,22 @@ def test_search_at_size_smoke(index_dir, tmp_path):
     assert report["300"]["index_mb"] > report["86"]["index_mb"]
 
 
+def test_explore_at_size_smoke(index_dir, tmp_path):
+    out = tmp_path / "explore.json"
+    printed = run(
+        "scale.py", "--explore", "--papers", "300", "--rounds", "20", "--seed-index", str(index_dir), "--out", str(out),
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    assert "300 papers: GET /map first" in printed
+    for label, papers in (("86", 86), ("300", 300)):
+        row = report[label]
+        assert 0 < row["map_s"] < 600 and row["map_peak_rss_mb"] >= row["map_rss_before_fit_mb"] > 50
+        assert 0 < row["build_map_s"] < row["build_s"] and row["topics"] >= 2
+        assert 0 < row["map_p50_ms"] < 5000 and 0 < row["similar_p50_ms"] <= row["similar_p95_ms"] < 5000
+        assert 0 < row["map_gzip_bytes"] < row["map_json_bytes"] and row["map_json_bytes"] > 50 * papers
+    assert report["300"]["map_json_bytes"] > report["86"]["map_json_bytes"]
+
+
 def test_profile_smoke(index_dir, tmp_path):
     py_spy = Path(sys.executable).with_name("py-spy")
     if not py_spy.exists():

@@ -295,13 +295,17 @@ def write_build(
             other.finish(work / "multilingual", kind, chunks.ids)
         dimensions = english.dimensions
         del english, other  # their storage (docstore, FAISS) is written: freed before BM25 is built
+        contents = _write_contents(work, corpus, chunks, table, settings)
+        del chunks  # the chunks' texts and records (BM25's input) are freed before the map is fitted
         mapped = time.perf_counter()
         topic_map = _topic_map(corpus, np.concatenate(paper_vectors or [np.zeros((0, dimensions))]), previous, settings)
+        topic_map.save(work / MAP, [p.paper_id for p in corpus.papers])
         mapped = time.perf_counter() - mapped
         del paper_vectors
         manifest = {
             **expected_parameters(settings),
-            **_write_contents(work, corpus, chunks, table, topic_map, settings),
+            **contents,
+            "topics": len(topic_map.topics),
             "dimensions": dimensions,
             "index_kind": kind,
             "query_encoder": "onnx" if query_encoder else "sentence-transformers",
@@ -329,13 +333,10 @@ def _topic_map(corpus: Corpus, vectors: np.ndarray, previous: LoadedIndex | None
     return previous.topic_map.of([p.paper_id for p in corpus.papers], topics.place_all(previous, new, settings))
 
 
-def _write_contents(
-    work: Path, corpus: Corpus, chunks: ChunkTables, table: SentenceTable, topic_map: TopicMap, settings: Settings
-) -> dict:
-    """BM25, the chunk, paper and sentence tables, the word counts and the map; returns what the
+def _write_contents(work: Path, corpus: Corpus, chunks: ChunkTables, table: SentenceTable, settings: Settings) -> dict:
+    """BM25 and the chunk, paper and sentence tables and the word counts; returns what the
     manifest records of them."""
     chunks.save(work, settings)
-    topic_map.save(work / MAP, [p.paper_id for p in corpus.papers])
     table.save(work / SENTENCES, corpus.papers)
     Lexicon.count(corpus.papers, (text for paper in corpus.papers for text in table.texts(paper))).save(work / LEXICON)
     with (work / "papers.json").open("w", encoding="utf-8") as f:  # written as it is encoded, not as one string
@@ -350,6 +351,5 @@ def _write_contents(
         "papers": len(corpus),
         "chunks": len(chunks),
         "sentences": len(table),
-        "topics": len(topic_map.topics),
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
