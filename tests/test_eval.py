@@ -12,6 +12,7 @@ from rag.errors import RagError
 from rag.evaluation import SPLITS, evaluate, leave_one_out, load_questions
 from rag.evaluation_report import below_floors, write_report
 from rag.metrics import citation_metrics, ranking_metrics
+from rag.question import INTENTS
 
 from .conftest import ROOT, SEEDS
 
@@ -182,18 +183,7 @@ def test_no_missing_phrase_is_a_word_of_intent_on_any_split(report):
 
 def test_every_split_is_reported_by_intent_with_its_shape_checks(report):
     by_intent = report["splits"]["test3"]["systems"]["hybrid"]["by_intent"]
-    assert set(by_intent) == {
-        "what-is",
-        "how-it-works",
-        "result",
-        "data",
-        "comparison",
-        "summary",
-        "list",
-        "limitation",
-        "existence",
-        "other",
-    }
+    assert set(by_intent) == set(INTENTS)
     assert by_intent["comparison"]["named_cited"] is not None and by_intent["result"]["shape_ok"] is not None
 
 
