@@ -259,6 +259,11 @@ class Match:
     end: int
 
 
+def constraint_stems(question: str) -> set[str]:
+    """The stems of the question's constraints: what a supporting abstract must hold (rag/question.py)."""
+    return {t.stem for phrase in analyse(question).constraints for t in tokens(phrase)}
+
+
 def _flat(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
@@ -366,8 +371,7 @@ class Vocabulary:
     def distinctive(self, question: str, skip: Match) -> set[str]:
         """The stems of the question's constraints, less the swapped words and the common ones."""
         inside = {t.stem for t in tokens(question[skip.start : skip.end])}
-        constraint = {t.stem for phrase in analyse(question).constraints for t in tokens(phrase)}
-        return constraint - inside - self.common
+        return constraint_stems(question) - inside - self.common
 
     def share(self, question: str, match: Match, paper_id: str) -> float:
         """The share of the question's distinctive words (less the matched ones) the abstract holds."""
@@ -410,8 +414,7 @@ def _swappable(question: str, match: Match, names: Sequence[str]) -> bool:
     for a modifier, followed by the noun it qualifies ("in parallel" is not "parallel decoding")."""
     written = question[match.start : match.end]
     before, after = question[: match.start], question[match.end :]
-    constraint = {t.stem for phrase in analyse(question).constraints for t in tokens(phrase)}
-    if not {t.stem for t in tokens(written)} <= constraint:
+    if not {t.stem for t in tokens(written)} <= constraint_stems(question):
         return False
     if any(name in question and written in name for name in names):
         return False
@@ -463,8 +466,7 @@ def twins_of(question: dict, corpus: Corpus, vocabulary: Vocabulary) -> list[dic
             spot = next((m for m in find(twin, [group]) if m.klass == klass and m.start == start), None)
             if spot is None:  # the new words join their neighbours into a longer form of the group
                 continue
-            constraint = {t.stem for phrase in analyse(twin).constraints for t in tokens(phrase)}
-            if not {t.stem for t in tokens(new)} <= constraint:
+            if not {t.stem for t in tokens(new)} <= constraint_stems(twin):
                 continue
             change = f"{group.label}: {old} -> {new}"
             if not vocabulary.distinctive(twin, spot) or vocabulary.twin_supporters(text, gold.paper_id, twin, change):
