@@ -19,9 +19,11 @@ import numpy as np
 from . import prompts
 from .citations import Citation, CitationTracker, lexical_support
 from .config import EvidenceWeights, Settings
+from .constraints import ConstraintCheck, heaviest_unfound, unfound_share
+from .constraints import check as check_constraints
 from .corpus import mentions
 from .errors import GeneratorError, QueryError
-from .evidence import Evidence, EvidenceModel, Missing, name_like
+from .evidence import Evidence, EvidenceModel, Missing, name_like, question_phrases
 from .extractive import ExtractiveGenerator
 from .generation import Generator, make_generator
 from .question import Ask, analyse
@@ -61,6 +63,9 @@ class Answer:
     confidence: Confidence = "high"
     missing: str | None = None
     note: str = ""  # the opening sentence that says what is missing (a low answer's), part of `text`
+    # How much of the question the cited papers hold (1 - the weight of its constraints not
+    # found; 0 when a name is not found or no paper is likely enough): high above 1 - missing_below.
+    support: float = 1.0
     question: str = ""  # what was asked, and the conversation before it (kept with a rating)
     history: list[dict] = field(default_factory=list)
     answer_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names it for POST /feedback
@@ -92,6 +97,16 @@ class Answer:
         """Questions to ask next about the cited papers."""
         asked = [self.question, *(t["content"] for t in self.history if t.get("role") == "user")]
         return next_questions([c.name for c in self.citations], asked)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the retrieved papers can answer of a question (`Assistant.judge`)."""
+
+    hits: list[Hit]  # the papers that answer; empty: abstain
+    confidence: Confidence
+    missing: Missing | None  # the constraint a low answer names
+    support: float  # `Answer.support`
 
 
 class Assistant:
@@ -213,19 +228,18 @@ class Assistant:
 
     def sources(self, retrieval: Retrieval, asked: str) -> list[Hit]:
         """The papers that answer: likely enough, and close to the best one. Empty: abstain."""
-        return self.judge(retrieval, asked)[0]
+        return self.judge(retrieval, asked).hits
 
-    def judge(
-        self, retrieval: Retrieval, asked: str, ask: Ask | None = None
-    ) -> tuple[list[Hit], Confidence, Missing | None]:
+    def judge(self, retrieval: Retrieval, asked: str, ask: Ask | None = None) -> Verdict:
         """The papers that answer, how confidently, and the part of `asked` none of them contains.
 
-        Three outcomes from one calibrated probability (the best paper's) and what the papers
-        lack: none below `answer_above` (abstain); high at `high_above` or more when the part of
-        the question the papers lack weighs less than `missing_below`; low otherwise, naming
-        that part. A question whose every word the papers contain has no part to name: high.
-        `ask`: the question's analysis; only its constraints can be the part not found, and the
-        papers it ties to the question are taken as answering."""
+        From the best paper's calibrated probability and the question's constraints found in the
+        papers (rag/constraints.py): none below `answer_above` (abstain); high when every
+        constraint is found, or at `high_above` or more when those not found weigh less than
+        `missing_below` of the question and hold no name ("AudioMAE" is another thing, whatever
+        it weighs); low otherwise, naming the weightiest constraint not found. Questions in other
+        scripts, whose words are not matched, are high at `high_above`. `ask`: the question's
+        analysis; the papers it ties to the question are taken as answering."""
         tied = ask.tied if ask else ()
         listing = bool(ask and ask.listing)
         evidence = self.assess(retrieval, asked, tied, listing)
@@ -234,19 +248,43 @@ class Assistant:
         if ask and ask.only:
             hits = [hit for hit in hits if hit.paper.paper_id in ask.only]
         if not hits:
-            return [], "none", None
+            return Verdict([], "none", None, 0.0)
         w = self.weights(retrieval)
-        missing = (
-            None
-            if retrieval.multilingual
-            else self.retriever.vocabulary.missing(
-                asked, [hit.paper.paper_id for hit in hits], self.naming(hits, asked), ask.topic if ask else None
-            )
-        )
         best = max(e.probability for e in evidence)
-        if missing is None or (best >= w.high_above and missing.share < w.missing_below):
-            return hits, "high", None
-        return hits, "low", missing
+        if retrieval.multilingual:
+            return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)))
+        checks = self.check_constraints(asked, hits, ask)
+        unfound = heaviest_unfound(checks, w.soft_above)
+        if unfound is None:
+            return Verdict(hits, "high", None, 1.0)
+        names = any(name_like(f"x {word}") for c in checks if not c.found(w.soft_above) for word in c.missing)
+        support = 0.0 if names or best < w.high_above else 1.0 - unfound_share(checks, w.soft_above)
+        if support > 1.0 - w.missing_below:
+            return Verdict(hits, "high", None, support)
+        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), support)
+
+    def check_constraints(self, asked: str, hits: list[Hit], ask: Ask | None) -> list[ConstraintCheck]:
+        """Each constraint of the question against the answering papers (rag/constraints.py)."""
+        index = self.retriever.index
+
+        def embed(phrases: list[str]) -> np.ndarray:
+            rows = np.asarray(index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)
+            return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+        constraints = ask.constraints if ask else (" ".join(run) for run in question_phrases(asked))
+        # A question about named papers asks it of them, not of a neighbour that holds the words.
+        named = {p.paper_id for p in ask.named} if ask else set()
+        hits = [hit for hit in hits if hit.paper.paper_id in named] or hits
+        vectors = [hit.sentences.vectors for hit in hits if len(hit.sentences.texts)]
+        return check_constraints(
+            list(constraints),
+            asked,
+            [hit.paper.paper_id for hit in hits],
+            self.retriever.vocabulary,
+            np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),
+            embed,
+            self.naming(hits, asked),
+        )
 
     @staticmethod
     def naming(hits: list[Hit], asked: str) -> set[str]:
@@ -325,7 +363,8 @@ class Assistant:
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
 
         mark = time.perf_counter()
-        sources, confidence, missing = self.judge(retrieval, question, ask)
+        verdict = self.judge(retrieval, question, ask)
+        sources, confidence, missing = verdict.hits, verdict.confidence, verdict.missing
         extract_for = query  # what the extractive generator picks sentences for
         if alone is not None and retrieval is not alone:
             # A follow-up: its papers come from the conversation, its sentences from the question.
@@ -346,6 +385,7 @@ class Assistant:
                     self.generator.name,
                     timings=timings,
                     confidence="none",
+                    support=0.0,
                     question=question,
                     history=history or [],
                     ask=ask,
@@ -408,6 +448,7 @@ class Assistant:
                 confidence,
                 missing.phrase if missing else None,
                 note,
+                support=0.0 if abstained else verdict.support,
                 question=question,
                 history=history or [],
                 ask=ask,

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .evaluation import COUNTS, DEFAULT_THRESHOLDS, HEADLINE
+from .metrics import CURVE_AT
 
 
 def failures(records: list[dict]) -> list[dict]:
@@ -88,6 +89,17 @@ def markdown(report: dict) -> str:
             + " | ".join(f"{overall(*c)[f'{stage}_ms_p50']:.1f} / {overall(*c)[f'{stage}_ms_p95']:.1f}" for c in cols)
             + " |"
         )
+    lines += [
+        "",
+        "## Selective answers: precision of high / its coverage, by `missing_below`",
+        "",
+        "| missing_below | " + " | ".join(f"{split} {system}" for split, system in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for i, at in enumerate(CURVE_AT):
+        points = [overall(*c)["high_curve"][i] for c in cols]
+        cells = (f"{_cell(p['precision'])} / {_cell(p['coverage'])}" for p in points)
+        lines.append(f"| {at} | " + " | ".join(cells) + " |")
     keys = [
         "questions",
         "hit_at_1",
@@ -134,9 +146,10 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     splits = list(report["splits"])
-    fig, axes = plt.subplots(len(splits) + 1, 1, figsize=(12, 3.8 * (len(splits) + 1)), squeeze=False)
-    outcomes(report, axes[-1, 0])
-    for ax, split in zip(axes[:-1, 0], splits, strict=False):
+    fig, axes = plt.subplots(len(splits) + 2, 1, figsize=(12, 3.8 * (len(splits) + 2)), squeeze=False)
+    outcomes(report, axes[-2, 0])
+    selective(report, axes[-1, 0])
+    for ax, split in zip(axes[:-2, 0], splits, strict=False):
         systems = report["splits"][split]["systems"]
         keys = [k for k in HEADLINE if k not in COUNTS and any(systems[s]["overall"][k] is not None for s in systems)]
         width = 0.8 / len(systems)
@@ -192,6 +205,21 @@ def outcomes(report: dict, ax) -> None:
     ax.set_xlim(0, 1)
     ax.set_title("Outcomes: confidence of the answers to off-corpus and to answerable questions")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8)
+
+
+def selective(report: dict, ax) -> None:
+    """Precision of high against its coverage as `missing_below` varies, one line per split
+    (the served system, hybrid, when it was evaluated)."""
+    for split, systems in report["splits"].items():
+        system = "hybrid" if "hybrid" in systems["systems"] else list(systems["systems"])[-1]
+        points = [p for p in systems["systems"][system]["overall"]["high_curve"] if p["precision"] is not None]
+        if any(p["coverage"] is not None for p in points):
+            ax.plot([p["coverage"] or 0.0 for p in points], [p["precision"] for p in points], marker="o", label=split)
+    ax.set_xlabel("coverage: answerable questions answered high, a gold paper cited")
+    ax.set_ylabel("precision of high")
+    ax.set_xlim(0, 1)
+    ax.set_title("Selective answers: each point a value of missing_below (0 to 1)")
+    ax.legend(loc="lower left", fontsize=8)
 
 
 def write_report(report: dict, reports_dir: Path) -> Path:

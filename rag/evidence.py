@@ -116,6 +116,9 @@ class Vocabulary:
         self.text = "\n".join(self.words)
         # Over papers; 0.5 is the smoothing the evidence weights (Settings.evidence) were fitted with.
         self.idf = lexicon.paper_idf(smoothing=0.5)
+        pairs = [alias.split("=", 1) for alias in lexicon.aliases]
+        self.aliases = {short: long for short, long in pairs}  # "rope" -> "rotary position embedding"
+        self.long_forms = {long: short for short, long in pairs}
         self._stems = lru_cache(maxsize=4096)(self._count_stems)
 
     def _count_stems(self, paper_id: str) -> frozenset[str]:
@@ -139,9 +142,34 @@ class Vocabulary:
         )
 
     def found(self, word: str, paper_ids: list[str]) -> bool:
-        """A question word is found in a paper when its stem is, or all parts of a hyphenated word are."""
+        """A question word is found in a paper when its stem is; a hyphenated word only whole, as
+        written or with a space, so that its modifier counts ("one-step" is not in "multi-step")."""
         wanted = stems(word)
-        return any(wanted <= self.stems_of(pid) for pid in paper_ids) if wanted else True
+        if not wanted:
+            return True
+        if "-" in word.strip("-"):
+            pattern = re.compile(
+                r"(?<![\w-])" + r"[-\s]".join(map(re.escape, filter(None, word.split("-")))), re.IGNORECASE
+            )
+            return any((paper := self.papers.get(pid)) is not None and pattern.search(paper.text) for pid in paper_ids)
+        return any(wanted <= self.stems_of(pid) for pid in paper_ids)
+
+    def aliased(self, phrase: str, paper_ids: list[str]) -> set[str]:
+        """The words of `phrase` (lowercased) that the papers hold under an alias the corpus
+        defines: an abbreviation whose long form they contain, or a long form whose abbreviation
+        they contain."""
+
+        def held(text: str) -> bool:
+            return any(stems(text) <= self.stems_of(pid) for pid in paper_ids)
+
+        words = phrase.lower().split()
+        out = {w for w in words if (long := self.aliases.get(w, self.aliases.get(w.removesuffix("s")))) and held(long)}
+        for start in range(len(words)):
+            for end in range(start + 2, min(len(words), start + 8) + 1):
+                abbreviation = self.long_forms.get(" ".join(words[start:end]))
+                if abbreviation and held(abbreviation):
+                    out.update(words[start:end])
+        return out
 
     def missing(
         self, question: str, paper_ids: list[str], naming: AbstractSet[str] = frozenset(), within: str | None = None

@@ -10,9 +10,10 @@ re-reading every abstract at start.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .corpus import Paper
@@ -35,6 +36,9 @@ class Lexicon:
     words: dict[str, int]  # lowercased word or hyphen part -> papers that contain it (known names)
     sentences: int
     sentence_stems: dict[str, int]  # stem -> sentences that contain it (the extractive answer's word weights)
+    # "abbreviation=long form" as the papers define them ("rope=rotary position embedding") ->
+    # papers that define it: counted like the rest, so that leaving papers out removes theirs
+    aliases: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> Lexicon:
@@ -44,28 +48,31 @@ class Lexicon:
     def count(cls, papers: Iterable[Paper], sentences: Iterable[str]) -> Lexicon:
         stem_df: Counter[str] = Counter()
         word_df: Counter[str] = Counter()
+        alias_df: Counter[str] = Counter()
         n = 0
         for paper in papers:
             n += 1
             stem_df.update(stems(paper.text))
             word_df.update(words_of(paper.text))
+            alias_df.update(f"{short}={long}" for short, long in aliases_in(paper.text).items())
         sentence_df: Counter[str] = Counter()
         s = 0
         for sentence in sentences:
             s += 1
             sentence_df.update(stems(sentence))
-        return cls(n, dict(stem_df), dict(word_df), s, dict(sentence_df))
+        return cls(n, dict(stem_df), dict(word_df), s, dict(sentence_df), dict(alias_df))
 
     def without(self, papers: Iterable[Paper]) -> Lexicon:
         """The paper counts as if `papers` were absent (leave-one-out evaluation). Sentence counts
         stay whole: the extractive weights were tuned with every sentence counted."""
-        stem_df, word_df = Counter(self.stems), Counter(self.words)
+        stem_df, word_df, alias_df = Counter(self.stems), Counter(self.words), Counter(self.aliases)
         n = self.papers
         for paper in papers:
             n -= 1
             stem_df.subtract(stems(paper.text))
             word_df.subtract(words_of(paper.text))
-        return Lexicon(n, +stem_df, +word_df, self.sentences, self.sentence_stems)
+            alias_df.subtract(f"{short}={long}" for short, long in aliases_in(paper.text).items())
+        return Lexicon(n, +stem_df, +word_df, self.sentences, self.sentence_stems, +alias_df)
 
     def paper_idf(self, smoothing: float) -> IDF:
         return IDF(self.stems, self.papers, smoothing=smoothing)
@@ -79,6 +86,31 @@ class Lexicon:
     @classmethod
     def load(cls, path: Path) -> Lexicon:
         return cls(**json.loads(path.read_text()))
+
+
+_ALIAS = re.compile(r"((?:[\w-]+\s+){0,7}[\w-]+)\s+\(([A-Za-z][\w-]*[A-Z][\w-]*)s?\)")
+
+
+def aliases_in(text: str) -> dict[str, str]:
+    """The abbreviations a text defines, lowercased: {"rope": "rotary position embedding"}.
+    The long form is the fewest words before "(ABBR)" whose initials (hyphen parts included)
+    hold the abbreviation's capitals in order, starting with its first letter."""
+    out: dict[str, str] = {}
+    for match in _ALIAS.finditer(text):
+        words, abbreviation = match.group(1).split(), match.group(2)
+        capitals = [c.lower() for c in abbreviation if c.isupper()]
+        for start in range(len(words) - 1, -1, -1):
+            span = words[start:]
+            initials = [part[0].lower() for word in span for part in word.split("-") if part]
+            if initials and initials[0] == abbreviation[0].lower() and _subsequence(capitals, initials):
+                out[re.sub(r"(?<=[A-Z])s$", "", abbreviation).lower()] = " ".join(span).lower()
+                break
+    return out
+
+
+def _subsequence(wanted: list[str], letters: list[str]) -> bool:
+    it = iter(letters)
+    return all(letter in it for letter in wanted)
 
 
 class NameFinder:

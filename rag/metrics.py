@@ -96,6 +96,29 @@ def _confidence(record: dict) -> str:
     return record.get("confidence", "none" if record["abstained"] else "high")
 
 
+# The `missing_below` values the selective-answering curve is drawn at (0: only answers whose
+# every constraint is found are high; 1: every answer is).
+CURVE_AT = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 1.0)
+
+
+def high_curve(records: list[dict]) -> list[dict]:
+    """Precision of `high` against its coverage had `missing_below` been each value of `CURVE_AT`:
+    an answer is high when its support (`Answer.support`) exceeds 1 - missing_below."""
+    answerable = [r for r in records if r["gold"]]
+    out = []
+    for at in CURVE_AT:
+        high = [r for r in records if not r["abstained"] and r.get("support", 1.0) > 1.0 - at - 1e-9]
+        gold = [r for r in high if set(r["gold"]) & set(r["cited"])]
+        out.append(
+            {
+                "missing_below": at,
+                "precision": _ratio(len(gold), len(high)),
+                "coverage": _ratio(len(gold), len(answerable)),
+            }
+        )
+    return out
+
+
 def aggregate(records: list[dict]) -> dict:
     """The figures for one system over `records` (each from `evaluation.evaluate_question`)."""
     answerable = [r for r in records if r["gold"]]
@@ -166,6 +189,7 @@ def aggregate(records: list[dict]) -> dict:
         if any(r.get("generator") == "llm" or r["fallback"] for r in records)
         else None,
     }
+    figures["high_curve"] = high_curve(records)
     for stage in ("retrieve", "first_piece", "generate", "total"):
         values = [r["timings"].get(stage, 0.0) for r in records]
         figures[f"{stage}_ms_p50"] = median(values) if values else 0.0

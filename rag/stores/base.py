@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
     from ..ray_embedding import RayEmbedding
 
-FORMAT_VERSION = 4  # 4: a map and topics (rag/topics.py); 3: FAISS sentences as spans (sentences.npz); 2: its Lexicon
+# 5: the aliases the papers define (Lexicon.aliases); 4: a map and topics (rag/topics.py);
+# 3: FAISS sentences as spans (sentences.npz); 2: its Lexicon
+FORMAT_VERSION = 5
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 

@@ -1,0 +1,98 @@
+"""Verification: is every constraint of a question found in the papers that answer it?
+
+A constraint is a content phrase of the question (rag/question.py): "video generation",
+"reinforcement learning", "one-step". A paper that answers must hold each one, or the answer
+is about something next to the question ("text watermarks" for "image watermarks"). A
+constraint is found in the answering papers
+
+- by its words, stemmed ("generates" finds "generation"); a hyphenated word only whole, as
+  written or with a space ("one-step" is not found in "multi-step ... one of"): modifiers count;
+- by an alias the corpus defines ("Rotary Position Embedding (RoPE)" in any abstract lets
+  "RoPE" find "rotary position embedding" and back);
+- softly: its best cosine with a sentence of the answering papers reaches `soft_above` (other
+  words for the same thing: "upscales blurry videos" for "video super-resolution").
+
+What is not found is weighed by its words' IDF, as a share of the whole question's: the answer
+is confident only when that share is under `missing_below` (rag/assistant.py). Both numbers were
+fitted on dev's questions, their contrast twins and paraphrases (eval/contrast.py).
+Hand-written: no library checks a question's constraints against retrieved passages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .evidence import Vocabulary, question_phrases
+from .text import stems
+
+
+@dataclass(frozen=True)
+class ConstraintCheck:
+    """One constraint of a question, against the papers that answer it."""
+
+    phrase: str  # as the question words it
+    missing: tuple[str, ...]  # its words no answering paper holds (none: found by its words)
+    weight: float  # the IDF weight of those words, as a share of the whole question's
+    similarity: float  # its best cosine with a sentence of the answering papers (1.0 when found by words)
+
+    def found(self, soft_above: float) -> bool:
+        return not self.missing or self.similarity >= soft_above
+
+    @property
+    def named(self) -> str:
+        """What a low answer says is not found: the constraint's words from its first missing one
+        to its last ("image" of "AI-generated image watermarks" -> "image"), whole when short."""
+        words = self.phrase.split()
+        if len(words) <= 3:
+            return self.phrase
+        at = [i for i, word in enumerate(words) if word in self.missing]
+        return " ".join(words[at[0] : at[-1] + 1]) if at else self.phrase
+
+
+Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
+
+
+def check(
+    constraints: Sequence[str],
+    question: str,
+    paper_ids: list[str],
+    vocabulary: Vocabulary,
+    sentence_vectors: np.ndarray,
+    embed: Embed,
+    naming: frozenset[str] | set[str] = frozenset(),
+) -> list[ConstraintCheck]:
+    """Each constraint, found by words, aliases or softly in the papers `paper_ids` (whose
+    sentences' unit vectors are the rows of `sentence_vectors`). `naming`: the stems of the paper
+    names the question uses; they pick the paper, not what is asked of it, and weigh nothing."""
+
+    def weigh(words) -> float:
+        return vocabulary.idf.total(stem for word in words for stem in stems(word) - naming)
+
+    total = weigh(word for run in question_phrases(question) for word in run)
+    checks: list[tuple[str, tuple[str, ...], float]] = []
+    for phrase in constraints:
+        words = [w for run in question_phrases(phrase) for w in run]
+        aliased = vocabulary.aliased(phrase, paper_ids)
+        missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
+        checks.append((phrase, missing, weigh(missing) / total if total else 0.0))
+    unfound = [phrase for phrase, missing, _ in checks if missing]
+    similarity: dict[str, float] = {}
+    if unfound and len(sentence_vectors):
+        similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
+    return [
+        ConstraintCheck(phrase, missing, weight, similarity.get(phrase, 0.0) if missing else 1.0)
+        for phrase, missing, weight in checks
+    ]
+
+
+def unfound_share(checks: list[ConstraintCheck], soft_above: float) -> float:
+    """The weight of the question the answering papers lack: its constraints not found, together."""
+    return sum(c.weight for c in checks if not c.found(soft_above))
+
+
+def heaviest_unfound(checks: list[ConstraintCheck], soft_above: float) -> ConstraintCheck | None:
+    """The constraint a low answer names: the weightiest not found."""
+    return max((c for c in checks if not c.found(soft_above)), key=lambda c: c.weight, default=None)

@@ -1,0 +1,76 @@
+"""Every constraint of a question checked against the answering papers (rag/constraints.py):
+by words (a hyphenated modifier whole), by an alias a paper defines, softly; and the decision
+that rests on it, through the real assistant and index."""
+
+from rag.constraints import ConstraintCheck, check, heaviest_unfound, unfound_share
+from rag.corpus import Paper
+from rag.evidence import Vocabulary
+from rag.lexicon import Lexicon, aliases_in
+
+DISTILLED = Paper("p1", "We distill a multi-step diffusion sampler for images, one of many generators.", "P1", None)
+SPIRAL = Paper("p2", "Spiral RoPE extends Rotary Position Embedding (RoPE) to vision models.", "Spiral RoPE", None)
+PLAIN = Paper("p3", "Our RoPE variant improves image classification.", "P3", None)
+
+
+def vocabulary(*papers: Paper) -> Vocabulary:
+    return Vocabulary(Lexicon.count(papers, [p.text for p in papers]), {p.paper_id: p for p in papers})
+
+
+def test_aliases_are_the_long_forms_papers_define():
+    text = "Mixture-of-Experts (MoE) in large language models (LLMs) and Group Relative Policy Optimization (GRPO)."
+    assert aliases_in(text) == {
+        "moe": "mixture-of-experts",
+        "llm": "large language models",
+        "grpo": "group relative policy optimization",
+    }
+    assert aliases_in("results (see Table 2) and (ours)") == {}
+
+
+def test_a_hyphenated_modifier_is_found_only_whole():
+    words = vocabulary(DISTILLED)
+    assert words.found("multi-step", ["p1"]) and words.found("multi step", ["p1"])
+    assert not words.found("one-step", ["p1"])  # "one" and "step" are both there, apart
+    assert words.found("images", ["p1"]) and not words.found("videos", ["p1"])
+
+
+def test_an_alias_one_paper_defines_finds_the_other_form_in_another():
+    words = vocabulary(SPIRAL, PLAIN)
+    assert words.aliased("rotary position embedding", ["p3"]) == {"rotary", "position", "embedding"}
+    assert words.aliased("rotary position embedding", ["p1"]) == set()
+    assert not words.found("rotary", ["p3"])  # by its words alone it would be missing
+
+
+def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
+    import numpy as np
+
+    words = vocabulary(DISTILLED, SPIRAL, PLAIN)
+    question = "Which paper distills a one-step diffusion sampler for videos?"
+    sentences = np.eye(2, dtype=np.float32)
+
+    def embed(phrases):  # a scripted encoder: "videos" lies on the first sentence's axis
+        return np.array([[1.0, 0.0] if "videos" in p else [0.0, 0.6] for p in phrases], dtype=np.float32)
+
+    checks = check(["distills", "one-step diffusion sampler", "videos"], question, ["p1"], words, sentences, embed)
+    by_phrase = {c.phrase: c for c in checks}
+    assert by_phrase["distills"].missing == () and by_phrase["distills"].similarity == 1.0
+    assert by_phrase["one-step diffusion sampler"].missing == ("one-step",)
+    assert by_phrase["videos"].missing == ("videos",) and by_phrase["videos"].similarity == 1.0
+    assert 0 < by_phrase["videos"].weight < 1
+    # Softly at 0.9: "videos" is found (cosine 1.0), "one-step ..." (0.6) is not.
+    assert heaviest_unfound(checks, 0.9) == by_phrase["one-step diffusion sampler"]
+    assert unfound_share(checks, 0.9) == by_phrase["one-step diffusion sampler"].weight
+    assert unfound_share(checks, 1.01) > unfound_share(checks, 0.9)
+    assert ConstraintCheck("a b c d e", ("c",), 0.1, 0.0).named == "c"
+
+
+def test_a_swapped_constraint_is_named_and_not_answered_high(assistant):
+    answered = assistant.ask("Does Spiral RoPE improve video generation models?")
+    assert answered.confidence == "low" and answered.missing and "video" in answered.missing
+    assert answered.support < 1
+    sure = assistant.ask("Does Spiral RoPE improve vision transformers?")
+    assert sure.confidence == "high" and sure.support == 1.0
+
+
+def test_a_name_no_abstract_holds_is_never_high(assistant):
+    answer = assistant.ask("How does SPEED compare with Medusa's speculative decoding on LLaDA-8B-Instruct?")
+    assert answer.confidence != "high" and answer.support == 0.0
