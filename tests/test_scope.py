@@ -1,7 +1,7 @@
 """Questions scoped to chosen papers (`paper_ids`) on the real service: /search, /ask (JSON and
-SSE), the OpenAI-compatible /v1 (the scope in `metadata`) and its errors. MCP's tools are scoped
-in test_mcp.py. Each question's unscoped answer cites papers outside the scope, so a scope that
-leaks fails here."""
+SSE), the OpenAI-compatible /v1 (the scope in `metadata`), its errors, and the page's scope chips
+in Debian's Chromium. MCP's tools are scoped in test_mcp.py. Each question's unscoped answer cites
+papers outside the scope, so a scope that leaks fails here."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import json
 
 import httpx
 from openai import OpenAI
+from playwright.sync_api import Page, expect
+
+from .conftest import ARTIFACTS, ask
 
 SPEED, DLLM_CACHE, MEDSCOPE = "3b1953c4f7da", "65846cd55df9", "22b01627a253"
 SPEED_UPS = "Which papers speed up diffusion language models, and by how much?"
@@ -89,3 +92,46 @@ def test_unknown_ids_are_404_naming_them_and_an_empty_scope_is_422(server_url):
             assert error["code"] == "invalid_request" and "paper_ids: must name at least one paper" in error["message"]
         too_many = client.post("/ask", json={"question": MEDICAL, "paper_ids": [f"{i:012x}" for i in range(101)]})
         assert too_many.status_code == 422 and "paper_ids" in too_many.json()["error"]["message"]
+
+
+# -- the page ----------------------------------------------------------------------------
+
+
+def open_paper(page: Page, name: str) -> None:
+    if page.locator("#papers").is_hidden():
+        page.click("#show-papers")
+    page.fill("#paper-filter", name)
+    page.locator("#paper-list li button", has_text=name).first.click()
+    expect(page.locator("#source-name")).to_have_text(name)
+
+
+def test_a_question_from_the_paper_view_is_asked_within_that_paper_until_its_chip_is_removed(chat: Page):
+    sent: list[dict] = []
+    chat.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/ask") else None)
+    expect(chat.locator("#scope")).to_be_hidden()
+    open_paper(chat, "MedScope")
+    chat.click("#ask-about")
+    expect(chat.locator("#question")).to_be_focused()
+    expect(chat.locator("#scope")).to_have_text("Asking within: MedScope×")
+    answer = ask(chat, MEDICAL)
+    expect(answer.locator(".sources li")).to_have_text(["MedScope"])
+    expect(chat.locator(".turn.user .who").last).to_have_text("You, within MedScope")
+    assert sent[-1]["paper_ids"] == [MEDSCOPE]
+    ARTIFACTS.mkdir(exist_ok=True)
+    chat.screenshot(path=str(ARTIFACTS / "scope.png"))
+
+    open_paper(chat, "MedMosaic")
+    chat.click("#ask-about")
+    expect(chat.locator("#scope-list li")).to_have_text(["MedScope×", "MedMosaic×"])
+    remove = chat.get_by_role("button", name="Remove MedScope from the scope")
+    remove.focus()
+    chat.keyboard.press("Enter")  # the keyboard removes a chip, and focus moves to the next one
+    expect(chat.get_by_role("button", name="Remove MedMosaic from the scope")).to_be_focused()
+    chat.keyboard.press("Enter")  # the last chip: no scope any more
+    expect(chat.locator("#scope")).to_be_hidden()
+    expect(chat.locator("#question")).to_be_focused()
+    answer = ask(chat, MEDICAL)
+    sources = answer.locator(".sources li")
+    expect(sources.first).to_be_visible()
+    assert len(set(sources.all_inner_texts())) > 1  # the unscoped answer cites other papers too
+    assert "paper_ids" not in sent[-1]
