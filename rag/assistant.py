@@ -7,6 +7,7 @@ final `Answer`.
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 import uuid
@@ -131,6 +132,16 @@ class Assistant:
             else ExtractiveGenerator(index.lexicon, settings.extractive)
         )
         self.evidence = EvidenceModel(self.retriever.vocabulary, settings.evidence)
+
+    def within(self, paper_ids: Collection[str] | None) -> Assistant:
+        """This assistant answering from `paper_ids` only (None: every paper, itself): retrieval is
+        restricted to them (`Retriever.within`), so nothing else is searched or cited; evidence,
+        abstention and confidence follow the same rules. PaperNotFoundError names unknown ids."""
+        if paper_ids is None:
+            return self
+        scoped = copy.copy(self)
+        scoped.retriever = self.retriever.within(paper_ids)
+        return scoped
 
     # -- follow-ups ---------------------------------------------------------------------------
 

@@ -55,6 +55,12 @@ class QueryError(RagError):
     code = "invalid_query"
 
 
+class ScopeError(QueryError):
+    """A scope of papers (`paper_ids`) that names none, or more than a question can be asked of."""
+
+    code = "invalid_scope"
+
+
 class GeneratorError(RagError):
     """The answer generator (an LLM endpoint) failed or returned garbage."""
 
@@ -78,6 +84,6 @@ class UnknownAnswerError(RagError):
 
 
 class PaperNotFoundError(RagError):
-    """No paper of the index has this id."""
+    """No paper of the index has this id (or these ids, all named in the message)."""
 
     code = "paper_not_found"

@@ -16,3 +16,7 @@ MAX_COMMENT_CHARS = 2000
 
 MAX_HISTORY_TURNS = 20
 """Earlier turns one request hands over: all of them are read to tell a follow-up from a new question."""
+
+MAX_SCOPE_PAPERS = 100
+"""Papers one question or search may be scoped to (`paper_ids`): a scope is a few chosen papers;
+for more, search them all."""

@@ -8,6 +8,7 @@ neither. The retrievers themselves are LlamaIndex's.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
@@ -15,10 +16,10 @@ import numpy as np
 
 from .config import Settings
 from .corpus import Paper
-from .errors import QueryError
+from .errors import PaperNotFoundError, QueryError, ScopeError
 from .evidence import Vocabulary
 from .lexicon import NameFinder
-from .limits import MAX_K
+from .limits import MAX_K, MAX_SCOPE_PAPERS
 from .stores.base import Ranked, SearchIndex, SentenceRows
 from .text import NEW_WORK, is_cjk, stems
 
@@ -74,10 +75,32 @@ class Retriever:
         lexicon = index.lexicon.without(absent) if absent else index.lexicon
         self.vocabulary = Vocabulary(lexicon, self.papers)
         self.names = NameFinder(self.papers.values())
+        self.scope: frozenset[str] | None = None  # the only papers searched, when `within` chose some
+
+    def within(self, paper_ids: Collection[str] | None) -> Retriever:
+        """This retriever restricted to `paper_ids` (None: every paper, itself): only those papers
+        are ranked, named, looked up and so cited, each store filtering its dense and BM25
+        searches by paper id; the word counts behind the evidence stay the whole corpus's.
+        PaperNotFoundError names every id the index lacks."""
+        if paper_ids is None:
+            return self
+        wanted = list(dict.fromkeys(paper_ids))
+        if not wanted:
+            raise ScopeError("paper_ids must name at least one paper; leave it out to search every paper")
+        if len(wanted) > MAX_SCOPE_PAPERS:
+            raise ScopeError(f"paper_ids may name at most {MAX_SCOPE_PAPERS} papers")
+        unknown = [pid for pid in wanted if pid not in self.papers]
+        if unknown:
+            raise PaperNotFoundError(f"no paper with id {', '.join(map(repr, unknown))}")
+        scoped = copy.copy(self)  # shares the vocabulary and the name finder: nothing is rebuilt per question
+        scoped.papers = {pid: self.papers[pid] for pid in sorted(wanted, key=self._order.__getitem__)}
+        scoped.scope = frozenset(scoped.papers)
+        return scoped
 
     def named(self, text: str) -> list[Paper]:
         """The papers whose name `text` mentions, in corpus order (one scan of `text`, at any corpus size)."""
-        return [self.papers[pid] for pid in sorted(self.names.named(text), key=self._order.__getitem__)]
+        found = [pid for pid in self.names.named(text) if pid in self.papers]
+        return [self.papers[pid] for pid in sorted(found, key=self._order.__getitem__)]
 
     def search(self, query: str, k: int | None = None, include: Collection[str] = ()) -> Retrieval:
         """The k best papers for `query`, and after them the papers of `include` (ids the question
@@ -96,16 +119,16 @@ class Retriever:
         dense: dict[str, tuple[int, float]] = {}
         if multilingual_embedder is not None:
             embedding = multilingual_embedder.get_query_embedding(query)
-            dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, True), self.papers)
+            dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, True, self.scope), self.papers)
             rankings = [(self.settings.dense_weight, dense)]
         else:
             embedding = self.index.embedder.get_query_embedding(query)
             rankings = []
             if mode != "bm25":
-                dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, False), self.papers)
+                dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, False, self.scope), self.papers)
                 rankings.append((self.settings.dense_weight, dense))
             if mode != "dense":
-                bm25 = _paper_ranking(self.index.bm25_ranking(query, candidates), self.papers)
+                bm25 = _paper_ranking(self.index.bm25_ranking(query, candidates, self.scope), self.papers)
                 weight = self.settings.bm25_weight
                 if mode == "hybrid" and bm25:
                     # BM25 counts as much as its best paper matches the question: on a paraphrase
@@ -154,7 +177,7 @@ class Retriever:
         if not wanted:
             return []
         candidates = _paper_ranking(
-            self.index.bm25_ranking(" ".join(phrases), self.settings.term_candidates), self.papers
+            self.index.bm25_ranking(" ".join(phrases), self.settings.term_candidates, self.scope), self.papers
         )
         rows = self.index.sentences_of(candidates)
         found = []

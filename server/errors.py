@@ -11,7 +11,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.errors import CorpusError, GeneratorError, GeneratorTimeout, QueryError, RagError, UnknownAnswerError
+from rag.errors import (
+    CorpusError,
+    GeneratorError,
+    GeneratorTimeout,
+    PaperNotFoundError,
+    QueryError,
+    RagError,
+    ScopeError,
+    UnknownAnswerError,
+)
 
 from .schemas import ErrorResponse
 
@@ -29,7 +38,7 @@ class ApiError(Exception):
 ERRORS = {
     400: "not JSON, not a seed-format file, or a query that cannot be served",
     401: "missing or wrong `Authorization: Bearer <RAG_API_KEY>`",
-    404: "no such paper, or no such answer to rate",
+    404: "no such paper (an unknown id in `paper_ids` too), or no such answer to rate",
     413: "request body over RAG_MAX_BODY_BYTES",
     422: "invalid request",
     429: "too many answers in flight; retry after Retry-After seconds",
@@ -78,7 +87,8 @@ def install_handlers(app: FastAPI, llm_errors) -> None:
 
     @app.exception_handler(QueryError)
     async def _query(request: Request, exc: QueryError):
-        return error_response(400, exc.code, str(exc))
+        # A bad scope is a field of the request that cannot be valid, as pydantic's 422s are.
+        return error_response(422 if isinstance(exc, ScopeError) else 400, exc.code, str(exc))
 
     @app.exception_handler(GeneratorError)
     async def _generator(request: Request, exc: GeneratorError):
@@ -87,7 +97,8 @@ def install_handlers(app: FastAPI, llm_errors) -> None:
         return error_response(504 if timeout else 502, exc.code, str(exc))
 
     @app.exception_handler(UnknownAnswerError)
-    async def _unknown_answer(request: Request, exc: UnknownAnswerError):
+    @app.exception_handler(PaperNotFoundError)
+    async def _not_found(request: Request, exc: RagError):
         return error_response(404, exc.code, str(exc))
 
     @app.exception_handler(RagError)

@@ -3,8 +3,8 @@
 Built with the official `mcp` SDK: tools `search_papers`, `ask` and `get_paper`, the resource
 template `paper://{paper_id}` and the listing `paper://list`. `rag mcp` serves it over stdio;
 the HTTP service mounts its streamable HTTP transport at /mcp/, behind the API key. Tools
-return the same JSON as /search, /ask and /papers/{id}; library errors reach the client as
-tool errors with their message.
+return the same JSON as /search, /ask and /papers/{id} and take the same `paper_ids` scope;
+library errors reach the client as tool errors with their message.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from rag.errors import RagError
 from rag.limits import MAX_K, MAX_QUESTION_CHARS
 
 from .errors import error_response
+from .schemas import SCOPE, PaperIds
 
 Query = Annotated[
     str,
@@ -33,6 +34,7 @@ Query = Annotated[
         description=f"Natural-language text, 1-{MAX_QUESTION_CHARS:,} characters.",
     ),
 ]
+Scope = Annotated[PaperIds | None, Field(description=SCOPE)]
 
 
 def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
@@ -52,17 +54,21 @@ def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
             raise ToolError(f"{exc.code}: {exc}") from exc
 
     @server.tool()
-    async def search_papers(query: Query, k: Annotated[int, Field(ge=1, le=MAX_K)] = 5) -> dict[str, Any]:
-        """The k papers that best match the query, best first, each with its best-matching sentence."""
-        result = await call(lambda ready: ready.retriever.search(query, k))
+    async def search_papers(
+        query: Query, k: Annotated[int, Field(ge=1, le=MAX_K)] = 5, paper_ids: Scope = None
+    ) -> dict[str, Any]:
+        """The k papers that best match the query, best first, each with its best-matching sentence;
+        with paper_ids, only among those papers."""
+        result = await call(lambda ready: ready.retriever.within(paper_ids).search(query, k))
         return {"results": [hit.to_dict() for hit in result.hits]}
 
     @server.tool()
-    async def ask(question: Query) -> dict[str, Any]:
+    async def ask(question: Query, paper_ids: Scope = None) -> dict[str, Any]:
         """A short answer with numbered citations [n] to the papers it comes from, and its `confidence`:
         high (the cited papers support it), low (the closest papers; `missing` names the part of the
-        question none of them contains) or none (an abstention: no abstract covers the question)."""
-        answer = await call(lambda ready: ready.ask(question, [], None))
+        question none of them contains) or none (an abstention: no abstract covers the question).
+        With paper_ids, only those papers are searched and cited."""
+        answer = await call(lambda ready: ready.within(paper_ids).ask(question, [], None))
         return answer.to_dict()
 
     def find(ready: Assistant, paper_id: str) -> dict[str, Any]:

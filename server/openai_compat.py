@@ -20,7 +20,7 @@ from rag.assistant import Answer
 from rag.limits import MAX_HISTORY_TURNS, MAX_QUESTION_CHARS, MAX_TURN_CHARS
 from rag.suggestions import next_questions
 
-from .schemas import unicode_text
+from .schemas import SCOPE, PaperIds, unicode_text
 
 
 class ContentPart(BaseModel):
@@ -45,6 +45,20 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class ChatMetadata(BaseModel):
+    """OpenAI's free-form `metadata`; the service reads `paper_ids`, its scope, and ignores the rest.
+    OpenAI's own metadata values are strings, so the ids may also come as one string, separated by
+    commas or spaces."""
+
+    model_config = ConfigDict(extra="ignore")
+    paper_ids: PaperIds | None = Field(None, description=SCOPE)
+
+    @field_validator("paper_ids", mode="before")
+    @classmethod
+    def _listed(cls, value):
+        return [part for part in re.split(r"[\s,]+", value) if part] if isinstance(value, str) else value
+
+
 class ChatCompletionRequest(BaseModel):
     """OpenAI's request as chat UIs send it. Sampling parameters, tool definitions and other
     fields are accepted and ignored (answers are deterministic and use no tools); system
@@ -61,6 +75,7 @@ class ChatCompletionRequest(BaseModel):
     )
     stream: bool = False
     stream_options: StreamOptions | None = None
+    metadata: ChatMetadata | None = Field(None, examples=[{"paper_ids": ["22b01627a253"]}])
 
     @field_validator("messages")
     @classmethod
@@ -77,6 +92,11 @@ class ChatCompletionRequest(BaseModel):
         ):
             raise ValueError(f"the last user message must be at most {MAX_QUESTION_CHARS} characters")
         return messages
+
+    @property
+    def paper_ids(self) -> list[str] | None:
+        """The scope the request's metadata names, else None (every paper)."""
+        return self.metadata.paper_ids if self.metadata else None
 
     @property
     def continues(self) -> bool:

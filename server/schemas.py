@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
-from rag.limits import MAX_COMMENT_CHARS, MAX_HISTORY_TURNS, MAX_K, MAX_QUESTION_CHARS, MAX_TURN_CHARS
+from rag.limits import (
+    MAX_COMMENT_CHARS,
+    MAX_HISTORY_TURNS,
+    MAX_K,
+    MAX_QUESTION_CHARS,
+    MAX_SCOPE_PAPERS,
+    MAX_TURN_CHARS,
+)
 from rag.question import AnswerType, Intent
 
 
@@ -32,11 +39,30 @@ Question = Annotated[str, AfterValidator(_trimmed)]
 """1 to MAX_QUESTION_CHARS characters after trimming."""
 
 
+def _some_papers(ids: list[str]) -> list[str]:
+    if not ids:
+        raise ValueError("must name at least one paper; leave it out (or null) to search every paper")
+    return list(dict.fromkeys(ids))
+
+
+PaperIds = Annotated[
+    list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]],
+    Field(max_length=MAX_SCOPE_PAPERS),
+    AfterValidator(_some_papers),
+]
+"""A scope: 1 to MAX_SCOPE_PAPERS paper ids (an unknown one is a 404 from retrieval)."""
+SCOPE = (
+    f"Only these papers (1-{MAX_SCOPE_PAPERS} ids) are searched and cited; absent or null: every paper. "
+    "An unknown id is a 404 naming it."
+)
+
+
 class SearchRequest(BaseModel):
     query: Question = Field(
         ..., description="What to look for.", examples=["rotary embeddings for vision transformers"]
     )
     k: int = Field(5, ge=1, le=MAX_K, description="Number of papers to return.")
+    paper_ids: PaperIds | None = Field(None, description=SCOPE, examples=[["22b01627a253", "7c27a288c0e5"]])
 
 
 class SearchResult(BaseModel):
@@ -95,6 +121,7 @@ class AskRequest(BaseModel):
     )
     k: int = Field(5, ge=1, le=MAX_K)
     stream: bool = Field(False, description="Answer as a text/event-stream of token, citations, done events.")
+    paper_ids: PaperIds | None = Field(None, description=SCOPE, examples=[["22b01627a253", "7c27a288c0e5"]])
 
 
 class CitationOut(BaseModel):

@@ -17,6 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import API_KEY, ROOT, index_env
 
+MEDSCOPE, SPIRAL = "22b01627a253", "c9f6ac55caba"  # MedScope, Spiral RoPE
+
 
 def run_in_thread(main) -> None:
     """asyncio.run in a thread of its own: another test's library may have left an event loop
@@ -52,6 +54,19 @@ async def exercise(session: ClientSession) -> None:
     assert "3.8" in answer["answer"] and "[1]" in answer["answer"] and not answer["abstained"]
     assert answer["confidence"] == "high"
     assert answer["citations"][0]["name"] == "Jacobi Forcing"
+
+    # scoped: only the chosen papers are searched and cited; the unscoped answer cites others too
+    medical = {"question": "Which papers build medical benchmarks?"}
+    everywhere = (await session.call_tool("ask", medical)).structured_content
+    assert {c["paper_id"] for c in everywhere["citations"]} - {MEDSCOPE}
+    scoped = (await session.call_tool("ask", {**medical, "paper_ids": [MEDSCOPE]})).structured_content
+    assert [c["paper_id"] for c in scoped["citations"]] == [MEDSCOPE] and scoped["confidence"] == "high"
+    within = await session.call_tool("search_papers", {"query": "medical benchmarks", "paper_ids": [MEDSCOPE, SPIRAL]})
+    assert [r["paper_id"] for r in within.structured_content["results"]] == [MEDSCOPE, SPIRAL]
+    unknown = await session.call_tool("ask", {**medical, "paper_ids": [MEDSCOPE, "000000000000"]})
+    assert unknown.is_error and "paper_not_found: no paper with id '000000000000'" in unknown.content[0].text
+    empty = await session.call_tool("search_papers", {"query": "rope", "paper_ids": []})
+    assert empty.is_error and "must name at least one paper" in empty.content[0].text
 
     paper_id = results[0]["paper_id"]
     paper = (await session.call_tool("get_paper", {"paper_id": paper_id})).structured_content

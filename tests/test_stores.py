@@ -84,6 +84,27 @@ def test_rankings_and_sentences_come_from_the_papers(settings):
     assert index.lexicon == Lexicon.count(index.corpus.papers, sentences)  # what the statistics read
 
 
+def test_rankings_within_chosen_papers_hold_only_them_however_far_from_the_query(settings):
+    """The store filters a scope itself, dense and BM25 alike; the FAISS build here is HNSW (its
+    vectors are over `hnsw_above`), whose own filtered search would miss a paper far from the query."""
+    index = load_index(settings)
+    near = index.corpus.papers[3]
+    sentence = split_sentences(near)[1].text
+    vector = index.embedder.get_query_embedding(sentence)
+    everything = index.dense_ranking(vector, index.chunks, multilingual=False)
+    far = everything[-1].paper_id  # the paper of the chunk least like the question
+    chosen = {near.paper_id, far}
+    assert {r.paper_id for r in index.dense_ranking(vector, 5, multilingual=False)}.isdisjoint({far})
+    alone = index.dense_ranking(vector, 5, multilingual=False, within=[far])
+    assert alone and {r.paper_id for r in alone} == {far}
+    dense = index.dense_ranking(vector, 50, multilingual=False, within=chosen)
+    assert dense[0].paper_id == near.paper_id and {r.paper_id for r in dense} == chosen
+    assert [r.score for r in dense] == sorted((r.score for r in dense), reverse=True)
+    assert {r.paper_id for r in index.bm25_ranking(sentence, 50)} - chosen  # unscoped, other papers match
+    words = index.bm25_ranking(sentence, 50, within=chosen)
+    assert words[0].paper_id == near.paper_id and {r.paper_id for r in words} <= chosen
+
+
 def test_every_paper_has_a_place_on_the_map_and_a_labelled_topic(settings):
     index = load_index(settings)
     places, topics = index.topic_map.places, index.topic_map.topics

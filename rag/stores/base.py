@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -81,11 +81,13 @@ class SearchIndex(Protocol):
     def is_current(self) -> bool:
         """False once another process published a newer state (the service then reloads)."""
 
-    def dense_ranking(self, vector, k: int, multilingual: bool) -> list[Ranked]:
-        """The k chunks closest to `vector` (cosine), best first."""
+    def dense_ranking(self, vector, k: int, multilingual: bool, within: Collection[str] | None = None) -> list[Ranked]:
+        """The k chunks closest to `vector` (cosine), best first; with `within`, only chunks of
+        those papers, however far from `vector` (a question scoped to chosen papers)."""
 
-    def bm25_ranking(self, query: str, k: int) -> list[Ranked]:
-        """The k chunks that best match `query`'s words (BM25 score), best first."""
+    def bm25_ranking(self, query: str, k: int, within: Collection[str] | None = None) -> list[Ranked]:
+        """The k chunks that best match `query`'s words (BM25 score), best first; with `within`,
+        only chunks of those papers."""
 
     def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
         """Each paper's sentences and their vectors."""

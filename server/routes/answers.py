@@ -1,4 +1,5 @@
-"""Search and answers: /search, /ask, and the OpenAI-compatible /v1."""
+"""Search and answers: /search, /ask, and the OpenAI-compatible /v1, each scoped to chosen papers
+when the request names them (`paper_ids`; /v1 in its `metadata`)."""
 
 from __future__ import annotations
 
@@ -24,15 +25,18 @@ STREAMED: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/search", response_model=SearchResponse, responses=errors(400, 413, 422, 503))
+@router.post("/search", response_model=SearchResponse, responses=errors(400, 404, 413, 422, 503))
 async def search(body: SearchRequest, ready=Depends(assistant)):
-    result = await run_in_threadpool(ready.retriever.search, body.query, body.k)
+    result = await run_in_threadpool(ready.retriever.within(body.paper_ids).search, body.query, body.k)
     return {"results": [hit.to_dict() for hit in result.hits]}
 
 
-@router.post("/ask", response_model=AskResponse, responses={**STREAMED, **errors(400, 413, 422, 429, 502, 503, 504)})
+@router.post(
+    "/ask", response_model=AskResponse, responses={**STREAMED, **errors(400, 404, 413, 422, 429, 502, 503, 504)}
+)
 async def ask(body: AskRequest, request: Request, ready=Depends(assistant)):
     history = [turn.model_dump() for turn in body.history]
+    ready = ready.within(body.paper_ids)  # before a stream starts: an unknown id is a 404, not an event
     if not body.stream:
         answer = await run_in_threadpool(ready.ask, body.question, history, body.k)
         return answer.to_dict()
@@ -55,13 +59,14 @@ def _task_reply(ready, body: openai_compat.ChatCompletionRequest) -> str:
     return json.dumps(openai_compat.task_reply(body.task or [], questions, papers), ensure_ascii=False)
 
 
-@router.post("/v1/chat/completions", responses={**STREAMED, **errors(400, 413, 422, 429, 502, 503, 504)})
+@router.post("/v1/chat/completions", responses={**STREAMED, **errors(400, 404, 413, 422, 429, 502, 503, 504)})
 async def chat_completions(
     body: openai_compat.ChatCompletionRequest,
     request: Request,
     ready=Depends(assistant),
     settings: Settings = Depends(settings),
 ):
+    ready = ready.within(body.paper_ids)
     tokenize = tokenizer_of(ready.index.embedder)
     prompt_tokens = sum(len(tokenize(turn["content"])) for turn in body.history()) + len(tokenize(body.question()))
 

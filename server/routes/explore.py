@@ -12,13 +12,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from rag.config import Settings
-from rag.errors import PaperNotFoundError
 from rag.limits import MAX_K
 from rag.similar import similar_papers
 from rag.stores.base import SearchIndex
 
 from ..dependencies import assistant, authorised, settings
-from ..errors import ApiError, errors
+from ..errors import errors
 from ..schemas import MapResponse, SimilarResponse
 
 router = APIRouter(dependencies=[Depends(authorised)], responses=errors(401))
@@ -89,10 +88,7 @@ async def similar(
     """The papers nearest to this one by their vectors, closest first, each with the pair of
     sentences (one of each abstract) that are most alike."""
     index = ready.index
-    try:
-        found = await run_in_threadpool(similar_papers, index, paper_id, k, settings)
-    except PaperNotFoundError as exc:
-        raise ApiError(404, exc.code, str(exc)) from None
+    found = await run_in_threadpool(similar_papers, index, paper_id, k, settings)
     places = index.topic_map.places
     return {
         "paper_id": paper_id,

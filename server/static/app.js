@@ -4,7 +4,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { history: [], controller: null, papers: null, chat: null, paper: null };
+// scope: the papers questions are asked of ({paper_id, name}; empty: every paper)
+const state = { history: [], controller: null, papers: null, chat: null, paper: null, scope: [] };
 
 // -- API ---------------------------------------------------------------------------------
 
@@ -280,14 +281,44 @@ async function showSimilar(paperId) {
   }
 }
 
-// "Ask about this paper": back to the chat with a question about it in the input, to edit or send.
-// For now the question names the paper; `paperId` is for scoping the question to it once /ask takes a scope.
+// "Ask about this paper": back to the chat with the paper added to the scope, ready for a question.
 function askAbout(paperId, name) {
   if (!$("map-view").hidden) showMap(false);
-  const question = $("question");
-  question.value = `What does the paper “${name}” propose, and what does it find?`;
-  question.focus();
-  question.setSelectionRange(question.value.length, question.value.length);
+  if (!state.scope.some((p) => p.paper_id === paperId)) state.scope.push({ paper_id: paperId, name });
+  renderScope();
+  $("question").focus();
+}
+
+// The scope as chips above the question box, each with a × that removes its paper; removing
+// the last one clears the scope (questions are then asked of every paper).
+const PLACEHOLDER = $("question").placeholder;
+function renderScope() {
+  const list = $("scope-list");
+  list.replaceChildren();
+  for (const paper of state.scope) {
+    const chip = document.createElement("li");
+    chip.className = "chip";
+    const name = document.createElement("span");
+    name.textContent = paper.name;
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.textContent = "×";
+    remove.title = `Ask about ${paper.name} no more`;
+    remove.setAttribute("aria-label", `Remove ${paper.name} from the scope`);
+    remove.addEventListener("click", () => unscope(paper.paper_id));
+    chip.append(name, remove);
+    list.append(chip);
+  }
+  $("scope").hidden = !state.scope.length;
+  $("question").placeholder = state.scope.length ? "Ask about these papers only (Enter sends)" : PLACEHOLDER;
+}
+
+function unscope(paperId) {
+  const at = state.scope.findIndex((p) => p.paper_id === paperId);
+  if (at >= 0) state.scope.splice(at, 1);
+  renderScope();
+  const left = $("scope-list").querySelectorAll("button");  // focus stays on the chips, then the question
+  (left[Math.min(at, left.length - 1)] || $("question")).focus();
 }
 
 // A note above an answer the abstracts do not fully cover (low) or do not cover at all (none).
@@ -401,13 +432,19 @@ function newChat() {
   localStorage.removeItem("rag-current-chat");
 }
 
+// A question asked within chosen papers says so above it.
+function addQuestion(question, scope) {
+  const turn = addTurn("user", question);
+  if (scope?.length) turn.querySelector(".who").textContent = `You, within ${scope.join(", ")}`;
+}
+
 function openChat(chat) {
   state.controller?.abort();
   state.chat = chat;
   state.history = [];
   $("conversation").replaceChildren();
-  for (const { question, data } of chat.turns) {
-    addTurn("user", question);
+  for (const { question, data, scope } of chat.turns) {
+    addQuestion(question, scope);
     finishAnswer(addTurn("assistant", ""), data);
     state.history.push({ role: "user", content: question }, { role: "assistant", content: data.answer });
   }
@@ -466,7 +503,9 @@ function busy(on) {
 }
 
 async function ask(question) {
-  addTurn("user", question);
+  const scope = state.scope.map((p) => p.name);
+  const within = state.scope.length ? { paper_ids: state.scope.map((p) => p.paper_id) } : {};
+  addQuestion(question, scope);
   const turn = addTurn("assistant", "");
   turn.classList.add("streaming");
   const controller = new AbortController();
@@ -476,7 +515,7 @@ async function ask(question) {
   try {
     const response = await request("/ask", {
       method: "POST",
-      body: JSON.stringify({ question, history: state.history, stream: true }),
+      body: JSON.stringify({ question, history: state.history, stream: true, ...within }),
       signal: controller.signal,
     });
     for await (const { event, data } of events(response, controller.signal)) {
@@ -487,7 +526,7 @@ async function ask(question) {
         finishAnswer(turn, data);
         state.history.push({ role: "user", content: question }, { role: "assistant", content: data.answer });
         state.history = state.history.slice(-20);
-        state.chat.turns.push({ question, data });
+        state.chat.turns.push({ question, data, scope });
         saveChat();
       } else if (event === "error") {
         throw new ApiError(`${data.message} (${data.code})`);

@@ -16,7 +16,7 @@ Files of a build (besides the manifest, rag/stores/faiss/folders.py):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -57,9 +57,36 @@ class ChunkIndex:
     chunk_ids: list[str]
     paper_ids: list[str]
 
-    def search(self, vector, k: int) -> list[Ranked]:
-        scores, rows = self.faiss.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
+    def search(self, vector, k: int, within: Collection[str] | None = None) -> list[Ranked]:
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        if within is None:
+            scores, rows = self.faiss.search(query, k)
+        else:
+            import faiss
+
+            # FAISS's own filter (an IDSelector of the papers' rows) on the exact vectors: an HNSW
+            # index's filtered search only looks near the query and would miss a chosen paper far
+            # from it, so its flat storage is searched instead (the scope's rows are few).
+            kept = self.rows_of(within)
+            if not kept:
+                return []
+            exact = faiss.downcast_index(self.faiss.storage) if isinstance(self.faiss, faiss.IndexHNSW) else self.faiss
+            selector = faiss.IDSelectorBatch(np.asarray(kept, dtype=np.int64))
+            params = faiss.SearchParameters()
+            params.sel = selector  # SWIG keeps no reference: `selector` holds it until the search is done
+            scores, rows = exact.search(query, min(k, len(kept)), params=params)
         return [Ranked(self.paper_ids[r], float(s)) for r, s in zip(rows[0], scores[0], strict=True) if r >= 0]
+
+    def rows_of(self, paper_ids: Collection[str]) -> list[int]:
+        """The rows of these papers' chunks (the same rows in BM25)."""
+        return [row for pid in paper_ids for row in self._paper_rows.get(pid, ())]
+
+    @cached_property
+    def _paper_rows(self) -> dict[str, list[int]]:
+        rows: dict[str, list[int]] = {}
+        for row, pid in enumerate(self.paper_ids):
+            rows.setdefault(pid, []).append(row)
+        return rows
 
     def vectors(self) -> dict[str, np.ndarray]:
         """Every chunk's vector, by chunk id (flat and HNSW both reconstruct)."""
@@ -109,21 +136,29 @@ class LoadedIndex:
         """Every sentence, in row order (made from the table: for a catch-up, not for questions)."""
         return self.sentence_table.sentences(self.corpus.papers)
 
-    def dense_ranking(self, vector, k: int, multilingual: bool) -> list[Ranked]:
+    def dense_ranking(self, vector, k: int, multilingual: bool, within: Collection[str] | None = None) -> list[Ranked]:
         index = self.multilingual if multilingual and self.multilingual is not None else self.dense
-        return index.search(vector, k)
+        return index.search(vector, k, within)
 
-    def bm25_ranking(self, query: str, k: int) -> list[Ranked]:
+    def bm25_ranking(self, query: str, k: int, within: Collection[str] | None = None) -> list[Ranked]:
         """What LlamaIndex's BM25Retriever.retrieve does, with the row's paper id in place of
-        the node it would rebuild from the saved corpus."""
+        the node it would rebuild from the saved corpus; `within` through bm25s's weight mask."""
         import bm25s
 
         r = self.bm25
         tokens = bm25s.tokenize(
             query, stemmer=None if r.skip_stemming else r.stemmer, token_pattern=r.token_pattern, show_progress=False
         )
-        rows, scores = r.bm25.retrieve(tokens, k=min(k, self.chunks), show_progress=False)
-        return [Ranked(self.dense.paper_ids[int(i)], float(s)) for i, s in zip(rows[0], scores[0], strict=True)]
+        mask = None
+        if within is not None:
+            mask = np.zeros(self.chunks, dtype=np.float32)
+            mask[self.dense.rows_of(within)] = 1.0
+        rows, scores = r.bm25.retrieve(tokens, k=min(k, self.chunks), show_progress=False, weight_mask=mask)
+        return [
+            Ranked(self.dense.paper_ids[int(i)], float(s))
+            for i, s in zip(rows[0], scores[0], strict=True)
+            if mask is None or mask[int(i)]  # a masked row scores 0 but still fills the k
+        ]
 
     def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
         out = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -123,25 +123,31 @@ class MilvusIndex:
                 loaded(self.client, self.names.meta, *(self.names.of(table) for table in TABLES))
                 return request()
 
-    def _search(self, data, field_name: str, k: int) -> list[Ranked]:
+    def _search(self, data, field_name: str, k: int, within: Collection[str] | None) -> list[Ranked]:
+        """`within`: Milvus filters by paper id itself, dense and BM25 searches alike."""
         found = self._read(
             lambda: self.client.search(
-                self.names.of("chunks"), data=[data], anns_field=field_name, limit=k, output_fields=["paper_id"]
+                self.names.of("chunks"),
+                data=[data],
+                anns_field=field_name,
+                limit=k,
+                filter="" if within is None else id_filter(within),
+                output_fields=["paper_id"],
             )
         )
         return [Ranked(hit["entity"]["paper_id"], float(hit["distance"])) for hit in found[0]]
 
-    def dense_ranking(self, vector, k: int, multilingual: bool) -> list[Ranked]:
+    def dense_ranking(self, vector, k: int, multilingual: bool, within: Collection[str] | None = None) -> list[Ranked]:
         return self._search(
-            np.asarray(vector, dtype=np.float32).tolist(), "multilingual" if multilingual else "dense", k
+            np.asarray(vector, dtype=np.float32).tolist(), "multilingual" if multilingual else "dense", k, within
         )
 
-    def bm25_ranking(self, query: str, k: int) -> list[Ranked]:
+    def bm25_ranking(self, query: str, k: int, within: Collection[str] | None = None) -> list[Ranked]:
         (words,) = bm25_words([query])
         if not words:
             return []
         # Milvus Lite reports a BM25 match as a negative distance; a server as a positive score.
-        return [Ranked(pid, abs(score)) for pid, score in self._search(words, "sparse", k)]
+        return [Ranked(pid, abs(score)) for pid, score in self._search(words, "sparse", k, within)]
 
     def sentences_of(self, paper_ids: Iterable[str]) -> dict[str, SentenceRows]:
         """From Milvus, and kept: a paper's id is the hash of its text, so within a generation
