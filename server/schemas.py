@@ -39,18 +39,8 @@ Question = Annotated[str, AfterValidator(_trimmed)]
 """1 to MAX_QUESTION_CHARS characters after trimming."""
 
 
-def _some_papers(ids: list[str]) -> list[str]:
-    if not ids:
-        raise ValueError("must name at least one paper; leave it out (or null) to search every paper")
-    return list(dict.fromkeys(ids))
-
-
-PaperIds = Annotated[
-    list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]],
-    Field(max_length=MAX_SCOPE_PAPERS),
-    AfterValidator(_some_papers),
-]
-"""A scope: 1 to MAX_SCOPE_PAPERS paper ids (an unknown one is a 404 from retrieval)."""
+PaperIds = list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]]
+"""A scope: paper ids; how many, and which, retrieval checks (`Retriever.within`: 422 and 404)."""
 SCOPE = (
     f"Only these papers (1-{MAX_SCOPE_PAPERS} ids) are searched and cited; absent or null: every paper. "
     "An unknown id is a 404 naming it."

@@ -62,7 +62,7 @@ BAD_REQUESTS = [
     ("POST", "/ask", {"json": {"question": "q", "history": "not a list"}}, 422, "invalid_request"),
     ("POST", "/ask", {"json": {"question": "q", "k": -1}}, 422, "invalid_request"),
     ("POST", "/ask", {"json": {"question": "q", "stream": "maybe"}}, 422, "invalid_request"),
-    ("POST", "/ask", {"json": {"question": "q", "paper_ids": []}}, 422, "invalid_request"),
+    ("POST", "/ask", {"json": {"question": "q", "paper_ids": []}}, 422, "invalid_scope"),
     ("POST", "/ask", {"json": {"question": "q", "paper_ids": "c9f6ac55caba"}}, 422, "invalid_request"),
     ("POST", "/search", {"json": {"query": "q", "paper_ids": [""]}}, 422, "invalid_request"),
     ("POST", "/search", {"json": {"query": "q", "paper_ids": ["000000000000"]}}, 404, "paper_not_found"),
