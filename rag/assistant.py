@@ -20,7 +20,7 @@ import numpy as np
 from . import prompts
 from .citations import Citation, CitationTracker, lexical_support
 from .config import EvidenceWeights, Settings
-from .constraints import ConstraintCheck, heaviest_unfound, unfound_share
+from .constraints import ConstraintCheck, heaviest_unfound, support
 from .constraints import check as check_constraints
 from .corpus import mentions
 from .errors import GeneratorError, QueryError
@@ -108,6 +108,7 @@ class Verdict:
     confidence: Confidence
     missing: Missing | None  # the constraint a low answer names
     support: float  # `Answer.support`
+    best: float = 0.0  # the best paper's probability of answering
 
 
 class Assistant:
@@ -259,20 +260,17 @@ class Assistant:
         if ask and ask.only:
             hits = [hit for hit in hits if hit.paper.paper_id in ask.only]
         if not hits:
-            return Verdict([], "none", None, 0.0)
+            return Verdict([], "none", None, 0.0, max((e.probability for e in evidence), default=0.0))
         w = self.weights(retrieval)
         best = max(e.probability for e in evidence)
         if retrieval.multilingual:
-            return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)))
+            return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)), best)
         checks = self.check_constraints(asked, hits, ask)
+        held = support(best, checks, w.high_above, w.soft_above)
         unfound = heaviest_unfound(checks, w.soft_above)
-        if unfound is None:
-            return Verdict(hits, "high", None, 1.0)
-        names = any(name_like(f"x {word}") for c in checks if not c.found(w.soft_above) for word in c.missing)
-        support = 0.0 if names or best < w.high_above else 1.0 - unfound_share(checks, w.soft_above)
-        if support > 1.0 - w.missing_below:
-            return Verdict(hits, "high", None, support)
-        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), support)
+        if unfound is None or held > 1.0 - w.missing_below:
+            return Verdict(hits, "high", None, held, best)
+        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best)
 
     def check_constraints(self, asked: str, hits: list[Hit], ask: Ask | None) -> list[ConstraintCheck]:
         """Each constraint of the question against the answering papers (rag/constraints.py)."""

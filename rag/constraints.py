@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .evidence import Vocabulary, question_phrases
+from .evidence import Vocabulary, name_like, question_phrases
 from .text import stems
 
 
@@ -78,7 +78,8 @@ def check(
         aliased = vocabulary.aliased(phrase, paper_ids)
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
         checks.append((phrase, missing, weigh(missing) / total if total else 0.0))
-    unfound = [phrase for phrase, missing, _ in checks if missing]
+    # A name is another thing or the same, never "other words for the same thing": not soft-matched.
+    unfound = [phrase for phrase, missing, _ in checks if missing and not any(name_like(f"x {w}") for w in missing)]
     similarity: dict[str, float] = {}
     if unfound and len(sentence_vectors):
         similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
@@ -88,9 +89,17 @@ def check(
     ]
 
 
-def unfound_share(checks: list[ConstraintCheck], soft_above: float) -> float:
-    """The weight of the question the answering papers lack: its constraints not found, together."""
-    return sum(c.weight for c in checks if not c.found(soft_above))
+def support(best: float, checks: list[ConstraintCheck], high_above: float, soft_above: float) -> float:
+    """How much of the question the answering papers hold, the score `high` is decided on
+    (high above 1 - missing_below): 1 when every constraint is found; 0 when a name is not found
+    ("AudioMAE" is another thing, whatever it weighs) or the best paper's probability is under
+    `high_above`; else 1 - the weight of the constraints not found."""
+    unfound = [c for c in checks if not c.found(soft_above)]
+    if not unfound:
+        return 1.0
+    if best < high_above or any(name_like(f"x {word}") for c in unfound for word in c.missing):
+        return 0.0
+    return 1.0 - sum(c.weight for c in unfound)
 
 
 def heaviest_unfound(checks: list[ConstraintCheck], soft_above: float) -> ConstraintCheck | None:

@@ -332,7 +332,9 @@ class ExtractiveGenerator:
             order = list(sources[n - 1].sentence_scores)
             what = next((c for c in own if introduces(c.sentence, name)), None)
             after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
-            on_aspect = self.best_per_paper(own, aspect).get(n, own[0]) if aspect else own[0]
+            # Its best sentence on the aspect other than those two: what sets it apart.
+            rest = [c for c in own if c is not what and c.sentence != after] or own
+            on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else rest[0]
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))

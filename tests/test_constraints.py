@@ -2,7 +2,7 @@
 by words (a hyphenated modifier whole), by an alias a paper defines, softly; and the decision
 that rests on it, through the real assistant and index."""
 
-from rag.constraints import ConstraintCheck, check, heaviest_unfound, unfound_share
+from rag.constraints import ConstraintCheck, check, heaviest_unfound, support
 from rag.corpus import Paper
 from rag.evidence import Vocabulary
 from rag.lexicon import Lexicon, aliases_in
@@ -58,8 +58,12 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
     assert 0 < by_phrase["videos"].weight < 1
     # Softly at 0.9: "videos" is found (cosine 1.0), "one-step ..." (0.6) is not.
     assert heaviest_unfound(checks, 0.9) == by_phrase["one-step diffusion sampler"]
-    assert unfound_share(checks, 0.9) == by_phrase["one-step diffusion sampler"].weight
-    assert unfound_share(checks, 1.01) > unfound_share(checks, 0.9)
+    assert support(1.0, checks, 0.25, 0.9) == 1 - by_phrase["one-step diffusion sampler"].weight
+    assert support(1.0, checks, 0.25, 1.01) < support(1.0, checks, 0.25, 0.9)  # words only: "videos" too
+    assert support(0.2, checks, 0.25, 0.9) == 0.0  # no paper likely enough
+    found = [c for c in checks if c.phrase != "one-step diffusion sampler"]
+    assert support(0.2, found, 0.25, 0.9) == 1.0  # every constraint found: whatever the probability
+    assert support(1.0, [ConstraintCheck("AudioMAE", ("AudioMAE",), 0.01, 0.0)], 0.25, 0.9) == 0.0  # a name
     assert ConstraintCheck("a b c d e", ("c",), 0.1, 0.0).named == "c"
 
 
