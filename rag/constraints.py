@@ -38,8 +38,13 @@ class ConstraintCheck:
     weight: float  # the IDF weight of those words, as a share of the whole question's
     similarity: float  # its best cosine with a sentence of the answering papers (1.0 when found by words)
 
+    # What is missing is another thing than the papers', not other words for theirs: a name
+    # ("AudioMAE"), or a modifier of a thing they hold ("adaptive-noise" where they say
+    # "fixed-noise"). Never matched softly; the answer is never high.
+    other: bool = False
+
     def found(self, soft_above: float) -> bool:
-        return not self.missing or self.similarity >= soft_above
+        return not self.missing or (not self.other and self.similarity >= soft_above)
 
     @property
     def named(self) -> str:
@@ -72,32 +77,36 @@ def check(
         return vocabulary.idf.total(stem for word in words for stem in stems(word) - naming)
 
     total = weigh(word for run in question_phrases(question) for word in run)
-    checks: list[tuple[str, tuple[str, ...], float]] = []
+
+    def other(word: str) -> bool:
+        head = word.rsplit("-", 1)[-1]
+        return bool(name_like(f"x {word}")) or ("-" in word.strip("-") and vocabulary.found(head, paper_ids))
+
+    checks: list[tuple[str, tuple[str, ...], float, bool]] = []
     for phrase in constraints:
         words = [w for run in question_phrases(phrase) for w in run]
         aliased = vocabulary.aliased(phrase, paper_ids)
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
-        checks.append((phrase, missing, weigh(missing) / total if total else 0.0))
-    # A name is another thing or the same, never "other words for the same thing": not soft-matched.
-    unfound = [phrase for phrase, missing, _ in checks if missing and not any(name_like(f"x {w}") for w in missing)]
+        checks.append((phrase, missing, weigh(missing) / total if total else 0.0, any(map(other, missing))))
+    unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
     similarity: dict[str, float] = {}
     if unfound and len(sentence_vectors):
         similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
     return [
-        ConstraintCheck(phrase, missing, weight, similarity.get(phrase, 0.0) if missing else 1.0)
-        for phrase, missing, weight in checks
+        ConstraintCheck(phrase, missing, weight, similarity.get(phrase, 0.0) if missing else 1.0, another)
+        for phrase, missing, weight, another in checks
     ]
 
 
 def support(best: float, checks: list[ConstraintCheck], high_above: float, soft_above: float) -> float:
     """How much of the question the answering papers hold, the score `high` is decided on
-    (high above 1 - missing_below): 1 when every constraint is found; 0 when a name is not found
-    ("AudioMAE" is another thing, whatever it weighs) or the best paper's probability is under
-    `high_above`; else 1 - the weight of the constraints not found."""
+    (high above 1 - missing_below): 1 when every constraint is found; 0 when what is missing is
+    another thing (`ConstraintCheck.other`), whatever it weighs, or the best paper's probability
+    is under `high_above`; else 1 - the weight of the constraints not found."""
     unfound = [c for c in checks if not c.found(soft_above)]
     if not unfound:
         return 1.0
-    if best < high_above or any(name_like(f"x {word}") for c in unfound for word in c.missing):
+    if best < high_above or any(c.other for c in unfound):
         return 0.0
     return 1.0 - sum(c.weight for c in unfound)
 

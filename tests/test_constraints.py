@@ -56,14 +56,19 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
     assert by_phrase["one-step diffusion sampler"].missing == ("one-step",)
     assert by_phrase["videos"].missing == ("videos",) and by_phrase["videos"].similarity == 1.0
     assert 0 < by_phrase["videos"].weight < 1
-    # Softly at 0.9: "videos" is found (cosine 1.0), "one-step ..." (0.6) is not.
-    assert heaviest_unfound(checks, 0.9) == by_phrase["one-step diffusion sampler"]
-    assert support(1.0, checks, 0.25, 0.9) == 1 - by_phrase["one-step diffusion sampler"].weight
-    assert support(1.0, checks, 0.25, 1.01) < support(1.0, checks, 0.25, 0.9)  # words only: "videos" too
-    assert support(0.2, checks, 0.25, 0.9) == 0.0  # no paper likely enough
-    found = [c for c in checks if c.phrase != "one-step diffusion sampler"]
-    assert support(0.2, found, 0.25, 0.9) == 1.0  # every constraint found: whatever the probability
-    assert support(1.0, [ConstraintCheck("AudioMAE", ("AudioMAE",), 0.01, 0.0)], 0.25, 0.9) == 0.0  # a name
+    # "one-step" where the paper says "multi-step": another modifier of what it holds, never
+    # matched softly, never high whatever it weighs.
+    one_step = by_phrase["one-step diffusion sampler"]
+    assert one_step.other and not one_step.found(0.0) and heaviest_unfound(checks, 0.9) == one_step
+    assert support(1.0, checks, 0.25, 0.9) == 0.0
+    # Softly at 0.9 "videos" is found (cosine 1.0); by its words only it weighs what it lacks.
+    rest = [c for c in checks if c is not one_step]
+    assert not by_phrase["videos"].other
+    assert support(1.0, rest, 0.25, 0.9) == 1.0
+    assert support(1.0, rest, 0.25, 1.01) == 1 - by_phrase["videos"].weight
+    assert support(0.2, rest, 0.25, 1.01) == 0.0  # no paper likely enough
+    assert support(0.2, rest, 0.25, 0.9) == 1.0  # every constraint found: whatever the probability
+    assert support(1.0, [ConstraintCheck("AudioMAE", ("AudioMAE",), 0.01, 0.0, other=True)], 0.25, 0.9) == 0.0
     assert ConstraintCheck("a b c d e", ("c",), 0.1, 0.0).named == "c"
 
 
