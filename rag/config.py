@@ -117,7 +117,7 @@ class EvidenceSettings(BaseModel):
         answer_above=0.11,
         high_above=0.10,
         missing_below=0.25,
-        soft_above=0.70,
+        soft_above=0.60,
         cite_share=0.7,
         standalone_margin=0.25,
     )
