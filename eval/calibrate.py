@@ -234,7 +234,7 @@ def main() -> None:
         confident = (
             f"high_above={high_above:.2f}, missing_below={missing_below:.2f}, soft_above={soft_above:.2f}"
             if family == "english"
-            else f"high_above={settings.evidence.multilingual.high_above:.2f}"
+            else f"high_above={settings.evidence.multilingual.high_above:.2f}, missing_below=1.00"
         )
         print(
             f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, "

@@ -201,12 +201,7 @@ class Assistant:
         holding: list[str] = []
         contribution = bool(_ASKS_FOR_NEW.search(question))
         if (ask.several or ask.intent in ("list", "summary")) and not is_cjk(question) and ask.constraints:
-            limit = self.settings.term_papers_at_most
-            if ask.alternatives:  # a paper holding any one of them qualifies
-                found = (self.retriever.containing([c], contribution, limit) for c in ask.constraints)
-                holding = list(dict.fromkeys(pid for ids in found for pid in ids))[:limit]
-            else:
-                holding = self.retriever.containing(ask.constraints, contribution, limit)
+            holding = self.retriever.containing(ask.constraints, contribution, self.settings.term_papers_at_most)
         # Not the papers a follow-up borrows: they must still answer it.
         tied = dict.fromkeys([*(p.paper_id for p in named), *holding])
         # A paper without the term cannot qualify when the term is a name ("LongBench", "Qwen") or

@@ -194,9 +194,6 @@ class Ask:
     # filled by the assistant, which can look them up.
     tied: tuple[str, ...] = ()
     only: tuple[str, ...] = ()  # when set, the only papers that can answer ("Which papers report results on X?")
-    # Its constraints are alternatives ("quantization or structured pruning"): a paper holding
-    # any one of them qualifies.
-    alternatives: bool = False
 
     @property
     def listing(self) -> bool:
@@ -249,10 +246,6 @@ def facts_of(question: str) -> tuple[Fact, ...]:
     return tuple(Fact(part, answer_type(part)) for part in parts) or (Fact(question, answer_type(question)),)
 
 
-# "X or Y", "X, Y or Z", "either X or Y" (English), "或" / "或者" (Chinese): alternatives.
-_ALTERNATIVES = re.compile(r"\bor\b|或", re.I)
-
-
 def topic_of(question: str) -> str:
     """The question with its scaffolding replaced by commas: what it is about."""
     return _SCAFFOLDING.sub(" , ", question)
@@ -284,8 +277,7 @@ def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
         intent=intent_of(question, several),
         named=tuple(named),
         facts=facts_of(question),
-        constraints=(constraints := constraints_of(topic, named)),
+        constraints=constraints_of(topic, named),
         topic=topic,
         several=several,
-        alternatives=len(constraints) >= 2 and bool(_ALTERNATIVES.search(topic)),
     )

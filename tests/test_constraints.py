@@ -83,13 +83,3 @@ def test_a_swapped_constraint_is_named_and_not_answered_high(assistant):
 def test_a_name_no_abstract_holds_is_never_high(assistant):
     answer = assistant.ask("How does SPEED compare with Medusa's speculative decoding on LLaDA-8B-Instruct?")
     assert answer.confidence != "high" and answer.support == 0.0
-
-
-def test_a_list_of_alternatives_ties_the_papers_holding_any_one_of_them(assistant):
-    """ "X or Y": each alternative is looked up on its own, not both in one paper."""
-    question = "Which papers study watermarks or proteins?"
-    tied = {assistant.retriever.papers[pid].name for pid in assistant.analyse(question, question).tied}
-    assert "RLCracker" in tied and tied & {"ProtDiS", "MMM-PPI"}
-    answer = assistant.ask(question)
-    cited = {c.name for c in answer.citations}
-    assert "RLCracker" in cited and cited & {"ProtDiS", "MMM-PPI"}

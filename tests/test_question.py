@@ -94,11 +94,3 @@ def test_the_analysis_serialises_for_clients():
     assert d["intent"] == "list"
     assert [f["type"] for f in d["facts"]] == ["text", "number"]
     assert d["constraints"] and set(d) == {"intent", "named", "facts", "constraints"}
-
-
-def test_constraints_joined_by_or_are_alternatives():
-    assert analyse("Which papers study watermark removal or protein design?").alternatives
-    assert analyse("哪些论文研究水印或蛋白质？").alternatives is False  # one Chinese phrase: nothing to choose from
-    assert not analyse("Which papers study watermark removal for language models?").alternatives
-    # Named papers are not constraints: nothing is left to choose between.
-    assert not analyse("Is RLCracker or SPEED faster?", [paper("RLCracker"), paper("SPEED")]).alternatives
