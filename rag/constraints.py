@@ -13,8 +13,10 @@ constraint is found in the answering papers
   words for the same thing: "upscales blurry videos" for "video super-resolution").
 
 What is not found is weighed by its words' IDF, as a share of the whole question's: the answer
-is confident only when that share is under `missing_below` (rag/assistant.py). Both numbers were
-fitted on dev's questions, their contrast twins and paraphrases (eval/contrast.py).
+is confident only when that share is under `missing_below` (`support`). A missing name, or a
+missing modifier of a thing the papers hold ("adaptive-noise" where they say "fixed-noise"), is
+another thing: never high, whatever it weighs. The thresholds are fitted by eval/calibrate.py on
+dev, its leave-one-out variants and eval/dev_contrast.jsonl (contrast twins and paraphrases).
 Hand-written: no library checks a question's constraints against retrieved passages.
 """
 
