@@ -195,6 +195,10 @@ class Assistant:
         (for a follow-up, those its standalone query names), and for "Which papers ... TERM?"
         every paper holding the term (English: the term is matched by its words)."""
         named = self.retriever.named(question)
+        scope = self.retriever.scope
+        if scope and not named and len(scope) <= self.settings.answer_sources and _FOLLOW_UP.search(question):
+            # Asked within a few chosen papers ("Ask about this paper"), "it" or "they" are those.
+            named = list(self.retriever.papers.values())
         # A follow-up's subject is the paper of the conversation ("How does its approach differ from X's?").
         borrowed = self.retriever.named(query) if query != question else []
         ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()))

@@ -39,6 +39,15 @@ def test_search_and_ask_within_chosen_papers_cite_only_them(server_url):
         assert cited(client.post("/ask", json={"question": SPEED_UPS, "paper_ids": None}).json()) == cited(everywhere)
 
 
+def test_within_one_chosen_paper_it_is_that_paper(server_url):
+    """ "What data does it use?" from a paper's page: the paper is its subject, not a stranger's."""
+    with httpx.Client(base_url=server_url, timeout=60) as client:
+        alone = client.post("/ask", json={"question": "What data does it use?"}).json()
+        assert cited(alone) != {MEDSCOPE}
+        scoped = client.post("/ask", json={"question": "What data does it use?", "paper_ids": [MEDSCOPE]}).json()
+        assert cited(scoped) == {MEDSCOPE} and not scoped["abstained"]
+
+
 def test_a_streamed_answer_within_chosen_papers_cites_only_them(server_url):
     body = {"question": SPEED_UPS, "paper_ids": sorted(SCOPE), "stream": True}
     with httpx.stream("POST", f"{server_url}/ask", json=body, timeout=60) as response:
