@@ -188,7 +188,7 @@ def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
                 "answerable": bool(q["gold"]),
                 "gold_cited": bool(set(q["gold"]) & {h.paper.paper_id for h in verdict.hits}),
                 "best": verdict.best,
-                "checks": asker.check_constraints(q["question"], verdict.hits, ask) if verdict.hits else [],
+                "checks": list(verdict.checks),
             }
         )
     return rows

@@ -108,7 +108,8 @@ class Verdict:
     confidence: Confidence
     missing: Missing | None  # the constraint a low answer names
     support: float  # `Answer.support`
-    best: float = 0.0  # the best paper's probability of answering
+    best: float  # the best paper's probability of answering
+    checks: tuple[ConstraintCheck, ...] = ()  # the question's constraints in the papers (none: not checked)
 
 
 class Assistant:
@@ -252,8 +253,8 @@ class Assistant:
         From the best paper's calibrated probability and the question's constraints found in the
         papers (rag/constraints.py): none below `answer_above` (abstain); high when every
         constraint is found, or at `high_above` or more when those not found weigh less than
-        `missing_below` of the question and hold no name ("AudioMAE" is another thing, whatever
-        it weighs); low otherwise, naming the weightiest constraint not found. Questions in other
+        `missing_below` of the question and none is another thing (a name, a modifier:
+        `ConstraintCheck.other`); low otherwise, naming the weightiest constraint not found. Questions in other
         scripts, whose words are not matched, are high at `high_above`. `ask`: the question's
         analysis; the papers it ties to the question are taken as answering."""
         tied = ask.tied if ask else ()
@@ -269,12 +270,12 @@ class Assistant:
         best = max(e.probability for e in evidence)
         if retrieval.multilingual:
             return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)), best)
-        checks = self.check_constraints(asked, hits, ask)
+        checks = tuple(self.check_constraints(asked, hits, ask))
         held = support(best, checks, w.high_above, w.soft_above)
         unfound = heaviest_unfound(checks, w.soft_above)
         if unfound is None or held > 1.0 - w.missing_below:
-            return Verdict(hits, "high", None, held, best)
-        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best)
+            return Verdict(hits, "high", None, held, best, checks)
+        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
 
     def check_constraints(self, asked: str, hits: list[Hit], ask: Ask | None) -> list[ConstraintCheck]:
         """Each constraint of the question against the answering papers (rag/constraints.py)."""

@@ -100,7 +100,7 @@ def check(
     ]
 
 
-def support(best: float, checks: list[ConstraintCheck], high_above: float, soft_above: float) -> float:
+def support(best: float, checks: Sequence[ConstraintCheck], high_above: float, soft_above: float) -> float:
     """How much of the question the answering papers hold, the score `high` is decided on
     (high above 1 - missing_below): 1 when every constraint is found; 0 when what is missing is
     another thing (`ConstraintCheck.other`), whatever it weighs, or the best paper's probability
@@ -113,6 +113,6 @@ def support(best: float, checks: list[ConstraintCheck], high_above: float, soft_
     return 1.0 - sum(c.weight for c in unfound)
 
 
-def heaviest_unfound(checks: list[ConstraintCheck], soft_above: float) -> ConstraintCheck | None:
+def heaviest_unfound(checks: Sequence[ConstraintCheck], soft_above: float) -> ConstraintCheck | None:
     """The constraint a low answer names: the weightiest not found."""
     return max((c for c in checks if not c.found(soft_above)), key=lambda c: c.weight, default=None)

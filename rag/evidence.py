@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -170,46 +169,6 @@ class Vocabulary:
                 if abbreviation and held(abbreviation):
                     out.update(words[start:end])
         return out
-
-    def missing(
-        self, question: str, paper_ids: list[str], naming: AbstractSet[str] = frozenset(), within: str | None = None
-    ) -> Missing | None:
-        """What of the question none of the papers contains: its heaviest run of missing words
-        (IDF-weighted; measured on dev, it separates better than all missing words together).
-        A single missing word is named with the word after it in its phrase ("image" of "image
-        generation models" -> "image generation"). None when every content word is found.
-        `naming`: the stems of the paper names the question uses, which pick the paper, not what
-        is asked of it: they do not count ("What does Spiral RoPE report on audio?"). `within`: the
-        part of the question a missing phrase may come from (its constraints, rag/question.py); its
-        weight is still a share of the whole question's, as the threshold on it was fitted."""
-
-        def weigh(words) -> float:
-            return self.idf.total(stem for word in words for stem in stems(word) - naming)
-
-        total = weigh(word for run in question_phrases(question) for word in run)
-        runs = question_phrases(within if within is not None else question)
-        spans: list[tuple[float, str]] = []
-        for run in runs:
-            found = [self.found(word, paper_ids) for word in run]
-            start = 0
-            while start < len(run):
-                if found[start]:
-                    start += 1
-                    continue
-                end = start
-                while end < len(run) and not found[end]:
-                    end += 1
-                # A lone missing word reads better with the word it qualifies ("image generation"),
-                # unless that is a name of its own ("spoofs", not "spoofs LLM").
-                follows = run[end] if end - start == 1 and end < len(run) else ""
-                spans.append(
-                    (weigh(run[start:end]), " ".join(run[start:end] + ([follows] if follows.islower() else [])))
-                )
-                start = end
-        if not spans or not total:
-            return None
-        weight, phrase = max(spans)
-        return Missing(phrase, weight / total)
 
     def coverage(self, question_stems: set[str], paper_id: str) -> float:
         return self.shares(question_stems, paper_id)[0]
