@@ -40,12 +40,17 @@ _NAME_LIKE = re.compile(r"[A-Za-z]*[a-z][A-Z][\w-]*|[A-Za-z]+\d[\w-]*|[A-Z]{2,}[
 # A question's words, hyphenated ones whole ("reinforcement-learning"), and the punctuation between them.
 _QUESTION_TOKEN = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
 # Words that shape a question rather than name what it asks about: never "the part not found".
+# Among them the verbs that only say a paper is about something ("deal with", "analyze", "lets").
 QUESTION_WORDS = frozenset(
     """there any exist exists existing some other kind kinds type types way ways report reports reported
     achieve achieves achieved give gives given get gets help helps make makes made provide provides one two
     three four five first second specific specifically particular main key like unlike whether just only
     still even instead rather across within without via per each every both either all name named called
-    works studies research researchers authors author apply applies applied""".split()
+    works studies research researchers authors author apply applies applied anyone anybody someone somebody
+    has have had deal deals dealing involve involves involving analyze analyzes analyse analyses investigate
+    investigates explore explores examine examines consider considers focus focuses target targets concern
+    concerns tackle tackles handle handles discuss discusses cover covers designed intended let lets allow
+    allows enable enables showing argue argues argued claim claims""".split()
 )
 
 

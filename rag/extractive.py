@@ -67,8 +67,10 @@ _EXPERIMENTS = re.compile(
 )
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
 _DEFINITION = re.compile(
-    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\?\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
+    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
 )
+# The kind of sentence a part's expected answer type needs: a figure, or named data.
+_ASPECT = {"number": FIGURE, "dataset": _NAMES_DATA}
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
 _LEAD_IN = re.compile(
@@ -151,10 +153,16 @@ class ExtractiveGenerator:
         return sum(self.idf[s] / spread.get(s, 1) for s in shared) / self.idf.total(question_stems)
 
     def score(
-        self, question: str, sources: list[Hit], multilingual: bool = False, ask: Ask | None = None
+        self,
+        question: str,
+        sources: list[Hit],
+        multilingual: bool = False,
+        ask: Ask | None = None,
+        naming: str | None = None,
     ) -> list[Candidate]:
         """Every sentence of the sources, best first. `ask`: the question's analysis; its intent
-        and the types of the facts asked favour the sentences of that kind."""
+        and the types of the facts asked favour the sentences of that kind. `naming`: the text
+        whose named papers are the subject (default `question`; the whole question for a part of it)."""
         w = self.weights
         ask = ask or analyse(question)
         spread = w.multilingual_spread if multilingual else 1.0
@@ -165,7 +173,7 @@ class ExtractiveGenerator:
         wants_code = bool(_CODE_QUESTION.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
-        named = {n for n, hit in enumerate(sources, start=1) if mentions(question, hit.paper.name)}
+        named = {n for n, hit in enumerate(sources, start=1) if mentions(naming or question, hit.paper.name)}
         asked = stems(question)
         candidates = []
         for n, hit in enumerate(sources, start=1):
@@ -194,7 +202,8 @@ class ExtractiveGenerator:
                     score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
                 if wants_experiments and _EXPERIMENTS.search(sentence):
                     score += spread * w.experiments
-                if wants_problem and (position == 0 or _PROBLEM.search(sentence)):
+                # The problem is stated before the paper answers it: not in "we propose X to address it".
+                if wants_problem and _PROBLEM.search(sentence) and not NEW_WORK.search(sentence):
                     score += spread * w.motivation
                 if wants_mechanism and _MECHANISM.search(sentence):
                     score += spread * w.mechanism
@@ -275,9 +284,43 @@ class ExtractiveGenerator:
         if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
             return self.per_paper(question, sources, ask)
         chosen = self.select(question, sources, multilingual, ask)
+        if len(ask.facts) > 1:
+            chosen = self.per_part(question, sources, multilingual, ask, chosen)
+        if ask.intent == "how-it-works" and len(named) == 1:
+            chosen = self.with_mechanism(question, sources, multilingual, ask, named[0], chosen)
         text = self.write(question, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
         return f"{absent} {text}" if absent and text else text
+
+    def per_part(
+        self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, chosen: list[Candidate]
+    ) -> list[Candidate]:
+        """A multi-part question ("What is X, and how much faster is it?"): each part's best
+        sentence, in the order asked, then the sentences chosen for the whole question, up to
+        `max_sentences`. Scored alone, a part's intent picks its kind of sentence (the
+        definition, the figure), which the whole question's mix of words can outweigh."""
+        picked: list[Candidate] = []
+        for fact in ask.facts:
+            part = analyse(fact.text, ask.named)
+            scored = self.score(fact.text, sources, multilingual, part, naming=question)
+            # A part asking for a figure or for the data is answered by a sentence that gives it.
+            kind = _ASPECT.get(fact.wants)
+            best = next((c for c in scored if kind is None or kind.search(c.sentence)), next(iter(scored), None))
+            if best is not None and all(best.sentence != c.sentence for c in picked):
+                picked.append(best)
+        rest = [c for c in chosen if all(c.sentence != p.sentence for p in picked)]
+        return (picked + rest)[: max(self.weights.max_sentences, len(picked))]
+
+    def with_mechanism(
+        self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, n: int, chosen: list[Candidate]
+    ) -> list[Candidate]:
+        """ "How does X work?" about one paper: the sentence after X's introduction, which most
+        often says how, joins the answer when it is not in it yet."""
+        own = [c for c in self.score(question, sources, multilingual, ask) if c.source == n]
+        _, after = self.introduction(own, list(sources[n - 1].sentence_scores), sources[n - 1].paper.name)
+        if after is None or any(c.sentence == after for c in chosen):
+            return chosen
+        return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
 
     def write(self, question: str, sources: list[Hit], chosen: list[Candidate]) -> str:
         """Chosen sentences as answer prose, each cited; a paper named the first time it speaks."""
@@ -316,6 +359,14 @@ class ExtractiveGenerator:
                 best.setdefault(c.source, c)
         return best
 
+    @staticmethod
+    def introduction(own: list[Candidate], order: list[str], name: str) -> tuple[Candidate | None, str | None]:
+        """A paper's sentence introducing its method, and the sentence after it, which most often
+        says how the method works (`order`: the abstract's sentences)."""
+        what = next((c for c in own if introduces(c.sentence, name)), None)
+        after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
+        return what, after
+
     def side_by_side(self, question: str, sources: list[Hit], named: list[int], ask: Ask) -> str:
         """A comparison: each named paper on one line, with its sentence on the aspect asked
         (and, when a figure or the data is asked, the sentence that gives it)."""
@@ -330,10 +381,10 @@ class ExtractiveGenerator:
             # What the paper is (the sentence introducing it and the one after, which says how
             # it works), then its sentence on the aspect asked; in the abstract's order.
             order = list(sources[n - 1].sentence_scores)
-            what = next((c for c in own if introduces(c.sentence, name)), None)
-            after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
+            what, after = self.introduction(own, order, name)
             # Its best sentence on the aspect other than those two: what sets it apart.
-            rest = [c for c in own if c is not what and c.sentence != after] or own
+            # The abstract's opening is background the two papers share, not what sets one apart.
+            rest = [c for c in own if c is not what and c.sentence not in (after, order[0])] or own
             on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else rest[0]
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))

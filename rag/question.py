@@ -20,7 +20,7 @@ from typing import Literal
 
 from .corpus import Paper
 from .evidence import question_phrases
-from .text import asks_for_several, is_cjk
+from .text import STOPWORDS, asks_for_several, is_cjk
 
 Intent = Literal[
     "what-is", "how-it-works", "result", "data", "comparison", "summary", "list", "limitation", "existence", "other"
@@ -153,9 +153,20 @@ _SCAFFOLDING = _any(
     r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
     r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
     r"\b(contributions?|idea|ideas)\b",
+    r"\b(according to|roughly|approximately|about how)\b|\b(the )?acronym\b|\bstand for\b",
     r"\bas (ways?|approaches|methods|means|techniques|examples|instances) (to|of|for)\b",
     r"比较|对比|区别|不同之处|差异|异同|相比|总结|概述|综述|概括|归纳|梳理|介绍一下|介绍|哪些|多少|几倍|如何|怎么|怎样|"
     r"是什么|什么是|什么|有没有|是否有|为什么|为何|数据集|基准|局限|不足|动机|请|一下",
+)
+# The verb a question is framed with, after its auxiliary and a subject that is a pronoun, a
+# paper's name or "the authors" ("What does MedScope contain?", "How does it decide ...?", "Has
+# anyone studied ...?"): it says what is asked of the paper, the words after it what about.
+# A common-noun subject keeps its verb ("How well do models solve puzzles?": "solve" is content).
+_FRAME_VERB = re.compile(
+    r"\b(?i:does|do|did|can|could|will|would)\s+"
+    r"(?:it|they|this|that|these|those|(?:the|its|their)\s+(?:paper|method|model|approach|framework|authors|work|study)"
+    r"|(?:[\w-]*[A-Z0-9][\w.-]*\s+){1,3}?)\s*(?P<verb>[a-z]+)\b(?!-)"
+    r"|^\W*(?i:has|have)\s+(?:any(?:one|body)|some(?:one|body)|any\s+(?:paper|work|study)s?)\s+(?P<done>[a-z]+)\b(?!-)"
 )
 # Where a multi-part question splits: "What is X, and how much faster is it?", "X? Y?"
 _PART = re.compile(
@@ -247,8 +258,16 @@ def facts_of(question: str) -> tuple[Fact, ...]:
 
 
 def topic_of(question: str) -> str:
-    """The question with its scaffolding replaced by commas: what it is about."""
-    return _SCAFFOLDING.sub(" , ", question)
+    """The question with its scaffolding and its framing verb replaced by commas: what it is about."""
+
+    def unframed(match: re.Match[str]) -> str:
+        verb = match.group("verb") or match.group("done")
+        start, end = match.span("verb" if match.group("verb") else "done")
+        if verb in STOPWORDS:
+            return match.group(0)
+        return match.group(0)[: start - match.start()] + " , " + match.group(0)[end - match.start() :]
+
+    return _SCAFFOLDING.sub(" , ", _FRAME_VERB.sub(unframed, question))
 
 
 def constraints_of(topic: str, named: Sequence[Paper] = ()) -> tuple[str, ...]:

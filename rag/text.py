@@ -23,7 +23,7 @@ STOPWORDS = frozenset(
     those it its they their them we our us you your i he she his her which what who whom whose how why when
     where does do did can could should would may might will shall not no than then so such into over under
     about also more most very much many paper papers method methods approach model models propose proposed
-    using use used based show shows shown new work study""".split()
+    using use used based show shows shown new work study itself themselves""".split()
 )
 
 

@@ -150,6 +150,26 @@ def test_one_fact_answers_lead_with_the_fact(assistant):
         assert fact in first, (question, first)
 
 
+def test_each_part_of_a_multi_part_question_gets_its_sentence_in_the_order_asked(assistant):
+    text = assistant.ask("What is Deep Forcing, and how much longer videos can it generate?").body
+    assert "training-free" in text and "12×" in text, text  # what it is, then the figure
+    assert text.index("training-free") < text.index("12×")
+
+
+@pytest.mark.parametrize(
+    "question, said",
+    [
+        # the problem, stated in its "Most ... rely on ..." sentence, not the opening praise
+        ("What shortcoming of earlier time series foundation models motivates ChaTSFM?", "channel-independent"),
+        # how it works: the sentence after the one introducing the method
+        ("How does SGShift attribute the degradation?", "feature selection task"),
+    ],
+)
+def test_limitation_and_mechanism_questions_get_the_sentence_that_answers(assistant, question, said):
+    answer = assistant.ask(question)
+    assert said in answer.text and answer.confidence == "high", answer.text
+
+
 @pytest.mark.parametrize(
     "question, several",
     [

@@ -80,6 +80,30 @@ def test_content_and_modifiers_stay_constraints():
     assert topic_of("What problem does it address?").rstrip(" ?").endswith(",")
 
 
+def test_the_verb_a_question_is_framed_with_is_not_a_constraint():
+    # After an auxiliary and a named or pointed-to subject, the verb says what is asked of the paper.
+    for question, kept in [
+        ("What kinds of audio does MedMosaic contain?", "audio"),
+        ("How does it decide which response tokens to recompute?", "response tokens"),
+        ("Has anyone studied the calibration of reward models?", "calibration"),
+        ("What does the PLANET acronym stand for?", "PLANET"),
+        ("Which papers deal with spiking neural networks?", "spiking neural networks"),
+    ]:
+        constraints = analyse(question).constraints
+        words = {w.lower() for c in constraints for w in c.split()}
+        assert kept in constraints and not words & {
+            "contain",
+            "decide",
+            "anyone",
+            "studied",
+            "acronym",
+            "stand",
+            "deal",
+        }
+    # A common-noun subject keeps its verb: "solve" is what the models are asked about.
+    assert analyse("How well do models solve random puzzles?").constraints == ("solve random puzzles",)
+
+
 def test_named_papers_are_kept_in_the_order_asked_and_are_not_constraints():
     ask = analyse("Compare Zeta and AlphaNet on speed", [paper("AlphaNet"), paper("Zeta")])
     assert [p.name for p in ask.named] == ["Zeta", "AlphaNet"]
