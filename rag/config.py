@@ -335,7 +335,15 @@ class Settings(BaseSettings):
         description="Words in more than this share of the abstracts ('propose', 'method') never label a topic.",
     )
     map_label_words: int = Field(
-        8, ge=3, le=30, description="Distinctive words kept per topic; the label is the first three."
+        8, ge=3, le=30, description="Distinctive words and phrases kept per topic; the label is the first three."
+    )
+    map_label_longest: int = Field(3, ge=1, le=5, description="The most words in a phrase that labels a topic.")
+    map_label_phrase_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A word labels a topic as the longer phrase holding it when that phrase makes at least this "
+        "share of the word's uses in the topic ('kv cache' rather than 'kv').",
     )
     similar_chunks_per_paper: int = Field(
         6,

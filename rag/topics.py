@@ -2,10 +2,10 @@
 
 Each paper gets a place on a 2-D map (t-SNE or UMAP of its vector, scaled into [0, 1]) and a topic
 (k-means of the places: a topic is a region of the map, so its label sits on its papers); each
-topic a label of its most distinctive words (class-based TF-IDF, as BERTopic computes it, over
-scikit-learn's CountVectorizer). A paper's vector is the mean of its sentences' vectors, so both
-stores compute it from what they store (`paper_vectors`). Every step is seeded: a build of the
-same papers gives the same map.
+topic a label of the words and phrases several of its papers use and few others do (a class-based
+TF-IDF over scikit-learn's CountVectorizer, without research boilerplate). A paper's vector is
+the mean of its sentences' vectors, so both stores compute it from what they store
+(`paper_vectors`). Every step is seeded: a build of the same papers gives the same map.
 
 A build fits the whole map (`fit_map`). A catch-up or an add keeps every other paper where it was
 and places each new paper among its nearest papers (`place`): at their similarity-weighted mean
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Topic:
     id: int
-    label: str  # its three most distinctive words
+    label: str  # its three most distinctive words or phrases
     words: list[str]  # the most distinctive first
 
 
@@ -161,34 +162,127 @@ def _layout(vectors: np.ndarray, settings: Settings) -> np.ndarray:
     return (xy - low) / np.where(high > low, high - low, 1)
 
 
-def _labels(texts: list[str], labels: np.ndarray, k: int, settings: Settings) -> list[Topic]:
-    """Class-based TF-IDF (BERTopic's c-TF-IDF): a word's share of its topic's words times
-    log(1 + average words per topic / the word's count in all topics). Words in more than
-    `map_label_max_df` of the abstracts ("propose", "method") are left out first."""
-    from sklearn.feature_extraction.text import CountVectorizer
+# Research boilerplate that any abstract may use whatever its topic ("we propose a novel method
+# that significantly outperforms..."): with English stopwords, adverbs and numbers, these words
+# cut a text into the runs that label phrases are taken from, and never sit in one.
+GENERIC_WORDS = frozenset(
+    """propose proposed proposes proposing present presents presented introduce introduces introduced novel new
+    existing show shows shown showing demonstrate demonstrates demonstrated achieve achieves achieved achieving
+    improve improves improved improving improvement improvements enable enables enabling outperform outperforms
+    outperforming extensive effective efficient various several different diverse key main strong simple
+    paper papers work works study studies method methods approach approaches framework frameworks technique
+    techniques result results performance state-of-the-art sota baseline baselines experiment experiments
+    experimental empirical evaluate evaluated evaluating evaluation evaluations task tasks problem problems setting
+    settings design designed leverage leverages leveraging address addresses addressing remain remains challenge
+    challenges challenging despite recent prior previous current based using use used uses able ability allow
+    allows including include includes particular code available open-source github https http www times fold
+    real real-world zero core cause causes caused prevent prevents derive derives derived compare compared
+    compares rigorous vulnerable wide range gain gains consistent substantial large small high low better best
+    good general make makes made reduce reduces reduced reducing increase increases increased obtain obtains
+    provide provides provided require requires required requiring capture captures captured theoretical
+    effectiveness superior competitive limited limitation limitations fundamental critical crucial important
+    success successful learn learns learned enhance enhances enhanced enhancing scenario scenarios practical
+    practice underlying unified lead leads leading exhibit exhibits identify identifies reveal reveals revealing
+    find finds found suggest suggests across via within without first second third one two three""".split()
+)
+# What every paper has: these may end a phrase ("language models", "medical benchmarks") but
+# neither start one nor label a topic alone.
+GENERIC_NOUNS = frozenset("model models data dataset datasets benchmark benchmarks learning training".split())
+# A word that reads as an adjective by its ending ('adversarial', 'stochastic', 'generative').
+_ADJECTIVE = re.compile(r"^[\w-]+(al|ic|ive|ous|ful|able|ible)$")
+_TOKEN = re.compile(r"[^\W\d_][\w]*(?:-\w+)*|[^\w\s]|\d\S*")
 
+
+def _label_terms(text: str, stopwords: frozenset[str], longest: int, seen: dict[str, Counter[str]], stem) -> list[str]:
+    """The candidate label terms of `text`, Snowball-stemmed ("diffus languag model"): its words
+    and phrases of up to `longest` words inside runs that stopwords, generic words, adverbs,
+    numbers and punctuation cut, not starting with a generic noun. `seen` counts each term's
+    written forms; a label shows the commonest in its topic's papers. Hand-written: CountVectorizer's n-grams
+    bridge the stopwords it removes ("reduction of memory" -> "reduction memory")."""
+    runs: list[list[str]] = [[]]
+    for token in _TOKEN.findall(text):
+        word = token.lower()
+        if not word[0].isalpha() or len(word) < 2 or word in stopwords or word.endswith("ly"):
+            runs.append([])
+        else:
+            runs[-1].append(word)
+    terms = []
+    for run in runs:
+        stemmed = stem(run)
+        for n in range(1, longest + 1):
+            for i in range(len(run) - n + 1):
+                if run[i] in GENERIC_NOUNS:
+                    continue
+                key = " ".join(stemmed[i : i + n])
+                seen.setdefault(key, Counter())[" ".join(run[i : i + n])] += 1
+                terms.append(key)
+    return terms
+
+
+def _labels(texts: list[str], labels: np.ndarray, k: int, settings: Settings) -> list[Topic]:
+    """Each topic's words and phrases that several of its papers use and few others do: a term's
+    uses per paper of the topic times its share of the papers using it that are in the topic (a
+    class-based TF-IDF, as BERTopic's c-TF-IDF); terms of one paper of a topic only when the topic
+    has too few others. A word is shown as the longer phrase holding it that makes at least
+    `map_label_phrase_share` of its uses in the topic ('kv' as 'kv cache'), an adjective as any
+    such phrase. Terms in more than `map_label_max_df` of the abstracts, or in one paper alone, are
+    left out, and a term sharing a word with a better one (MMR's diversity, on words) too."""
+    import Stemmer
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+
+    seen: dict[str, Counter[str]] = {}
+    stopwords = frozenset(ENGLISH_STOP_WORDS) | GENERIC_WORDS
+    stem = Stemmer.Stemmer("english").stemWords
     vectorizer = CountVectorizer(
-        stop_words="english",
-        min_df=2 if len(texts) > 2 else 1,
+        analyzer=lambda text: _label_terms(text, stopwords, settings.map_label_longest, seen, stem),
+        min_df=2 if len(texts) > 2 else 1,  # a term of one paper alone labels no topic
         max_df=settings.map_label_max_df if len(texts) * settings.map_label_max_df >= 2 else 1.0,
-        token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b",
     )
     try:
         counts = vectorizer.fit_transform(texts)
-    except ValueError:  # no word is left (a corpus of a paper or two)
+    except ValueError:  # no term is left (a corpus of a paper or two)
         return [Topic(t, f"topic {t + 1}", []) for t in range(k)]
-    words = vectorizer.get_feature_names_out()
-    by_topic = np.vstack([np.asarray(counts[labels == t].sum(axis=0)).ravel() for t in range(k)]).astype(np.float64)
-    totals = by_topic.sum(axis=1, keepdims=True)
-    frequency = by_topic / np.where(totals > 0, totals, 1)
-    idf = np.log(1 + by_topic.sum() / k / np.maximum(by_topic.sum(axis=0), 1))
-    scores = frequency * idf
+    terms = vectorizer.get_feature_names_out()
+    used_by = counts > 0
+    papers = np.asarray(used_by.sum(axis=0)).ravel()
     topics = []
     for t in range(k):
-        ranked = np.argsort(-scores[t], kind="stable")[: settings.map_label_words]
-        best = [str(words[i]) for i in ranked if scores[t, i] > 0]
-        topics.append(Topic(t, ", ".join(best[:3]) or f"topic {t + 1}", best))
+        members = labels == t
+        in_topic = np.asarray(used_by[members].sum(axis=0)).ravel()
+        uses = np.asarray(counts[members].sum(axis=0)).ravel()
+        scores = uses / max(members.sum(), 1) * in_topic / (papers + 1)
+        several = in_topic >= min(2, members.sum())
+        phrases = [j for j in np.flatnonzero(several) if " " in terms[j]]
+        best: list[str] = []  # the chosen terms, as stemmed keys
+        for i in np.lexsort((-scores, ~several)):  # several of its papers first, then by score
+            if scores[i] <= 0 or len(best) == settings.map_label_words:
+                break
+            # an adjective says little alone ('adversarial'): any phrase holding it is better
+            adjective = _ADJECTIVE.search(seen[terms[i]].most_common(1)[0][0])
+            wanted = 0 if adjective else settings.map_label_phrase_share * uses[i]
+            longer = [j for j in phrases if f" {terms[i]} " in f" {terms[j]} " and uses[j] >= wanted]
+            chosen = max(longer, key=lambda j: (uses[j], len(terms[j])), default=i)
+            _merge(best, terms[chosen], replaces=bool(several[chosen]))
+        written = " ".join(text.lower() for text, member in zip(texts, members, strict=True) if member)
+        shown = [max(seen[term], key=lambda form: (_occurrences(form, written), seen[term][form])) for term in best]
+        topics.append(Topic(t, ", ".join(shown[:3]) or f"topic {t + 1}", shown))
     return topics
+
+
+def _occurrences(phrase: str, text: str) -> int:
+    """How often `phrase` stands whole in `text` (not 'modal' in 'modality')."""
+    return len(re.findall(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text))
+
+
+def _merge(best: list[str], term: str, replaces: bool) -> None:
+    """Add `term` to the chosen terms `best` unless it shares a word with one of them; a phrase
+    that `replaces` takes the place of the terms it holds whole ('attacks' -> 'adversarial attacks')."""
+    overlapping = [other for other in best if set(other.split()) & set(term.split())]
+    if overlapping and not replaces or any(f" {other} " not in f" {term} " for other in overlapping):
+        return
+    at = best.index(overlapping[0]) if overlapping else len(best)
+    best[:] = [other for other in best if other not in overlapping]
+    best.insert(at, term)
 
 
 def best_per_paper(ranking: Iterable[Ranked], exclude: Iterable[str] = ()) -> list[Ranked]:

@@ -46,6 +46,19 @@ def _choices(name: str, allowed):
     return parse
 
 
+def _paper_ids(value: str) -> list[str]:
+    """`--paper`'s value: one paper id, or several separated by commas."""
+    ids = [s.strip() for s in value.split(",") if s.strip()]
+    if not ids:
+        raise argparse.ArgumentTypeError("--paper takes a paper id (rag search prints them), or several with commas")
+    return ids
+
+
+def _scope(args) -> list[str] | None:
+    """The ids of every --paper, in order (None without one: every paper, as without paper_ids)."""
+    return [pid for ids in args.paper for pid in ids] if args.paper else None
+
+
 _k = _bounded("k", 1, MAX_K)
 _port = _bounded("port", 1, 65535)
 
@@ -97,7 +110,7 @@ def _retriever(settings: Settings):
 
 
 def cmd_search(args, settings: Settings) -> int:
-    result = _retriever(settings).search(args.query, args.k)
+    result = _retriever(settings).within(_scope(args)).search(args.query, args.k)
     if args.json:
         print(json.dumps({"results": [h.to_dict() for h in result.hits]}, ensure_ascii=False, indent=2))
         return 0
@@ -118,7 +131,7 @@ def cmd_ask(args, settings: Settings) -> int:
         if role not in ("user", "assistant") or not content.strip():
             raise RagError(f"--history takes ROLE:TEXT with ROLE user or assistant, got {turn!r}")
         history.append({"role": role, "content": content.strip()})
-    assistant = Assistant(_open_index(settings), settings)
+    assistant = Assistant(_open_index(settings), settings).within(_scope(args))
     for piece in assistant.stream(args.question, history, args.k):
         if isinstance(piece, Answer):
             answer = piece
@@ -289,6 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the index folder (default: RAG_INDEX_DIR, else ./index)",
     )
 
+    within = argparse.ArgumentParser(add_help=False)
+    within.add_argument(
+        "--paper",
+        type=_paper_ids,
+        action="append",
+        metavar="ID",
+        help="only this paper (repeatable, or ids separated by commas), as paper_ids on /search and /ask",
+    )
+
     index = sub.add_parser("index", parents=[where], help="build or rebuild the index from the seed files")
     index.add_argument(
         "--if-needed",
@@ -314,13 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.set_defaults(run=cmd_index)
 
-    search = sub.add_parser("search", parents=[where], help="the papers that best match a query")
+    search = sub.add_parser("search", parents=[where, within], help="the papers that best match a query")
     search.add_argument("query")
     search.add_argument("-k", type=_k, default=None, help=f"number of papers (1-{MAX_K})")
     search.add_argument("--json", action="store_true", help="print the /search JSON")
     search.set_defaults(run=cmd_search)
 
-    ask = sub.add_parser("ask", parents=[where], help="answer a question with citations")
+    ask = sub.add_parser("ask", parents=[where, within], help="answer a question with citations")
     ask.add_argument("question")
     ask.add_argument("-k", type=_k, default=None, help=f"papers to retrieve (1-{MAX_K})")
     ask.add_argument(

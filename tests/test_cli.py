@@ -121,3 +121,30 @@ def test_ask_json_follow_up_and_stream(env):
 def test_ask_rejects_a_bad_history_turn(env):
     out = rag("ask", "What is it?", "--history", "robot:hello", env=env)
     assert out.returncode == 1 and "ROLE:TEXT" in out.stderr and "Traceback" not in out.stderr
+
+
+SPEED, DLLM_CACHE, MEDSCOPE = "3b1953c4f7da", "65846cd55df9", "22b01627a253"
+SPEED_UPS = "Which papers speed up diffusion language models, and by how much?"
+
+
+def test_ask_and_search_within_chosen_papers_cite_only_them(env):
+    everywhere = json.loads(rag("ask", SPEED_UPS, "--json", env=env).stdout)
+    assert {c["paper_id"] for c in everywhere["citations"]} - {SPEED, DLLM_CACHE}  # the scope has work to do
+    out = rag("ask", SPEED_UPS, "--paper", SPEED, "--paper", DLLM_CACHE, "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert {c["paper_id"] for c in json.loads(out.stdout)["citations"]} == {SPEED, DLLM_CACHE}
+    # ids separated by commas, the printed table: only the scope ranked, however far from the query
+    out = rag("search", SPEED_UPS, "--paper", f"{MEDSCOPE}, {SPEED}", "-k", "10", env=env)
+    assert out.returncode == 0, out.stderr
+    ranked = [line for line in out.stdout.splitlines() if line[:3].strip().rstrip(".").isdigit()]
+    assert len(ranked) == 2 and f"[{SPEED}]" in ranked[0] and f"[{MEDSCOPE}]" in ranked[1]
+
+
+def test_an_unknown_paper_id_is_one_line_naming_it(env):
+    out = rag("ask", "Which papers build medical benchmarks?", "--paper", f"{MEDSCOPE},000000000000", env=env)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == "rag: no paper with id '000000000000'\n"
+    out = rag("search", "medical benchmarks", "--paper", "nope", "--paper", MEDSCOPE, env=env)
+    assert out.returncode == 1 and out.stderr == "rag: no paper with id 'nope'\n"
+    out = rag("search", "medical benchmarks", "--paper", ",", env=env)
+    assert out.returncode == 2 and "--paper takes a paper id" in out.stderr and "Traceback" not in out.stderr

@@ -149,3 +149,35 @@ def test_a_question_from_the_paper_view_is_asked_within_that_paper_until_its_chi
     expect(sources.first).to_be_visible()
     assert len(set(sources.all_inner_texts())) > 1  # the unscoped answer cites other papers too
     assert "paper_ids" not in sent[-1]
+
+
+def test_a_kept_conversation_keeps_its_scope_across_a_reload_and_a_new_chat_starts_unscoped(chat: Page):
+    sent: list[dict] = []
+    chat.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/ask") else None)
+    open_paper(chat, "MedScope")
+    chat.click("#ask-about")
+    expect(ask(chat, MEDICAL).locator(".sources li")).to_have_text(["MedScope"])
+
+    chat.reload()
+    expect(chat.locator("#scope")).to_have_text("Asking within: MedScope×")
+    expect(chat.locator(".turn.user .who")).to_have_text(["You, within MedScope"])
+    # a follow-up that alone cites other papers (test_within_one_chosen_paper_it_is_that_paper)
+    answer = ask(chat, "What data does it use?")
+    expect(answer.locator(".sources li")).to_have_text(["MedScope"])
+    assert sent[-1]["paper_ids"] == [MEDSCOPE] and len(sent[-1]["history"]) == 2
+
+    chat.click("#new-chat")
+    expect(chat.locator("#scope")).to_be_hidden()
+    chat.click("#show-chats")
+    chat.locator("#chat-list .open-chat").first.click()
+    expect(chat.locator("#scope")).to_have_text("Asking within: MedScope×")
+
+    chat.get_by_role("button", name="Remove MedScope from the scope").click()  # clearing it is kept too
+    expect(chat.locator("#scope")).to_be_hidden()
+    chat.reload()
+    expect(chat.locator(".turn.user")).to_have_count(2)  # the same conversation, now unscoped
+    expect(chat.locator("#scope")).to_be_hidden()
+    answer = ask(chat, MEDICAL)
+    sources = answer.locator(".sources li")
+    expect(sources.first).to_be_visible()
+    assert len(set(sources.all_inner_texts())) > 1 and "paper_ids" not in sent[-1]

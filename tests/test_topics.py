@@ -15,7 +15,7 @@ import pytest
 from rag.config import Settings
 from rag.similar import similar_papers
 from rag.stores.faiss import load_index
-from rag.topics import TopicMap, fit_map, nearest_papers, paper_vectors
+from rag.topics import GENERIC_NOUNS, GENERIC_WORDS, TopicMap, _labels, fit_map, nearest_papers, paper_vectors
 
 from .conftest import ROOT, SEEDS, small_settings
 
@@ -40,10 +40,37 @@ def test_every_paper_has_a_place_and_a_topic_and_every_topic_a_label(loaded_inde
     assert len(set(labels)) == len(labels), labels
     for topic in topic_map.topics:
         assert topic.label == ", ".join(topic.words[:3]) and len(topic.words) >= 3
-        # distinctive words, not the boilerplate every abstract has
-        assert not {"propose", "method", "results", "model", "models"} & set(topic.words), topic
+        # distinctive words and phrases, not the boilerplate every abstract has
+        words = {word for term in topic.words for word in term.split()}
+        assert not ({"propose", "method", "results", "novel", "performance"} | GENERIC_WORDS) & words, topic
+        assert not {term.split()[0] for term in topic.words} & GENERIC_NOUNS, topic  # 'models' only ends one
         members = [p.text.lower() for p in loaded_index.corpus.papers if topic_map.places[p.paper_id].topic == topic.id]
         assert all(any(word in text for text in members) for word in topic.words), topic
+
+
+LABELLED = [
+    # topic 0: the KV cache of diffusion language models, in three papers
+    "We propose a novel method that compresses the KV cache of diffusion language models. Results show a KV "
+    "cache half as large.",
+    "Our approach evicts KV cache entries of diffusion language models; the KV cache shrinks fourfold.",
+    "A KV cache for diffusion language models that we show is exact, with KV reuse across steps.",
+    # topic 1: adversarial attacks on vision transformers, in three papers
+    "We propose adversarial attacks on vision transformers; the attacks transfer across vision transformers.",
+    "Adversarial attacks fool vision transformers, and our method significantly improves robustness to them.",
+    "A defence against adversarial attacks for vision transformers with state-of-the-art results.",
+]
+
+
+def test_a_label_is_the_phrases_several_of_its_papers_share_not_their_boilerplate():
+    settings = Settings(map_label_max_df=1.0)  # a corpus of six: every term is in a third of it at least
+    topics = _labels(LABELLED, np.array([0, 0, 0, 1, 1, 1]), 2, settings)
+    # 'kv' alone in a paper more than 'kv cache', but shown as the phrase that makes most of its uses;
+    # an adjective ('adversarial') as a phrase; no word twice in a label, no 'propose' or 'results'
+    assert topics[0].words[:2] == ["kv cache", "diffusion language models"], topics[0]
+    assert topics[1].words[:2] == ["adversarial attacks", "vision transformers"], topics[1]
+    for topic in topics:
+        words = [word for term in topic.words for word in term.split()]
+        assert len(words) == len(set(words)) and not set(words) & GENERIC_WORDS, topic
 
 
 @pytest.mark.parametrize("papers", [1, 2, 3, 5, 12])

@@ -4,8 +4,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-// scope: the papers questions are asked of ({paper_id, name}; empty: every paper)
-const state = { history: [], controller: null, papers: null, chat: null, paper: null, scope: [] };
+// chat.scope: the papers the open conversation's questions are asked of ({paper_id, name}; empty: every paper)
+const state = { history: [], controller: null, papers: null, chat: null, paper: null };
 
 // -- API ---------------------------------------------------------------------------------
 
@@ -284,18 +284,22 @@ async function showSimilar(paperId) {
 // "Ask about this paper": back to the chat with the paper added to the scope, ready for a question.
 function askAbout(paperId, name) {
   if (!$("map-view").hidden) showMap(false);
-  if (!state.scope.some((p) => p.paper_id === paperId)) state.scope.push({ paper_id: paperId, name });
+  const scope = state.chat.scope;
+  if (!scope.some((p) => p.paper_id === paperId)) scope.push({ paper_id: paperId, name });
   renderScope();
+  saveChat();
   $("question").focus();
 }
 
 // The scope as chips above the question box, each with a × that removes its paper; removing
-// the last one clears the scope (questions are then asked of every paper).
+// the last one clears the scope (questions are then asked of every paper). The scope belongs to
+// the conversation: kept with it, back when it is reopened, none in a new one.
 const PLACEHOLDER = $("question").placeholder;
 function renderScope() {
   const list = $("scope-list");
   list.replaceChildren();
-  for (const paper of state.scope) {
+  const scope = state.chat.scope;
+  for (const paper of scope) {
     const chip = document.createElement("li");
     chip.className = "chip";
     const name = document.createElement("span");
@@ -309,14 +313,15 @@ function renderScope() {
     chip.append(name, remove);
     list.append(chip);
   }
-  $("scope").hidden = !state.scope.length;
-  $("question").placeholder = state.scope.length ? "Ask about these papers only (Enter sends)" : PLACEHOLDER;
+  $("scope").hidden = !scope.length;
+  $("question").placeholder = scope.length ? "Ask about these papers only (Enter sends)" : PLACEHOLDER;
 }
 
 function unscope(paperId) {
-  const at = state.scope.findIndex((p) => p.paper_id === paperId);
-  if (at >= 0) state.scope.splice(at, 1);
+  const at = state.chat.scope.findIndex((p) => p.paper_id === paperId);
+  if (at >= 0) state.chat.scope.splice(at, 1);
   renderScope();
+  saveChat();
   const left = $("scope-list").querySelectorAll("button");  // focus stays on the chips, then the question
   (left[Math.min(at, left.length - 1)] || $("question")).focus();
 }
@@ -422,13 +427,14 @@ function saveChat() {
 }
 
 function freshChat() {
-  return { id: crypto.randomUUID?.() || String(Date.now()), title: "", updated: Date.now(), turns: [] };
+  return { id: crypto.randomUUID?.() || String(Date.now()), title: "", updated: Date.now(), turns: [], scope: [] };
 }
 
 function newChat() {
   state.chat = freshChat();
   state.history = [];
   $("conversation").replaceChildren();
+  renderScope();
   localStorage.removeItem("rag-current-chat");
 }
 
@@ -440,9 +446,10 @@ function addQuestion(question, scope) {
 
 function openChat(chat) {
   state.controller?.abort();
-  state.chat = chat;
+  state.chat = { ...chat, scope: [...(chat.scope || [])] };  // conversations kept before scopes have none
   state.history = [];
   $("conversation").replaceChildren();
+  renderScope();
   for (const { question, data, scope } of chat.turns) {
     addQuestion(question, scope);
     finishAnswer(addTurn("assistant", ""), data);
@@ -503,8 +510,8 @@ function busy(on) {
 }
 
 async function ask(question) {
-  const scope = state.scope.map((p) => p.name);
-  const within = state.scope.length ? { paper_ids: state.scope.map((p) => p.paper_id) } : {};
+  const scope = state.chat.scope.map((p) => p.name);
+  const within = scope.length ? { paper_ids: state.chat.scope.map((p) => p.paper_id) } : {};
   addQuestion(question, scope);
   const turn = addTurn("assistant", "");
   turn.classList.add("streaming");
@@ -639,5 +646,5 @@ window.addEventListener("hashchange", openLinkedPaper);
 openLinkedPaper();
 // The conversation open before a reload comes back.
 const current = chats().find((c) => c.id === localStorage.getItem("rag-current-chat"));
-if (current) openChat(current); else state.chat = freshChat();
+if (current) openChat(current); else newChat();
 $("question").focus();
