@@ -145,6 +145,8 @@ _SCAFFOLDING = _any(
     r"\b(datasets?|benchmarks?|corpora|test sets?)\b"
     r"(?=[^?]{0,60}\b(evaluat|test|validat|train|use|run|report|experiment))",
     r"\b(evaluat(e|es|ed|ion)|tested|validated|experiments?|experimental)\b",
+    r"\b(run|runs|ran|running|conduct\w*|perform\w*|carr(y|ies|ied) out)\b"
+    r"(?=\s+(\w+\s+)?(experiments?|evaluations?|tests?)\b)",
     r"\bhow (much|many|fast|large|big|small|long|often|well|accurate)\b|\bby (what|how much)\b",
     r"\b(speed-?ups?|faster|slower|quicker|improvements?|improv(e|es|ed|ing)|gains?|better|worse|higher|lower)\b",
     r"\b(figures?|numbers?|results?|performance|score|scores)\b",

@@ -88,6 +88,7 @@ def test_the_verb_a_question_is_framed_with_is_not_a_constraint():
         ("Has anyone studied the calibration of reward models?", "calibration"),
         ("What does the PLANET acronym stand for?", "PLANET"),
         ("Which papers deal with spiking neural networks?", "spiking neural networks"),
+        ("Which papers run experiments with Qwen models?", "Qwen"),
     ]:
         constraints = analyse(question).constraints
         words = {w.lower() for c in constraints for w in c.split()}
