@@ -55,6 +55,7 @@ _NAMES_DATA = re.compile(
 )
 # A dataset or benchmark named as where something was done: "perplexity on WikiText-2", "across LongBench".
 _DATA_NAMED = re.compile(r"\b(on|in|across|using|with|from|over)\s+(the\s+)?([\w-]+\s+){0,3}?[A-Z][\w-]*[A-Z0-9][\w-]*")
+_DATA_COUNTED = re.compile(r"\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b")
 # "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
 # reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
 _WHERE_TESTED = re.compile(
@@ -69,8 +70,6 @@ _EXPERIMENTS = re.compile(
 _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
 )
-# The kind of sentence a part's expected answer type needs: a figure, or named data.
-_ASPECT = {"number": FIGURE, "dataset": _NAMES_DATA}
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
 _LEAD_IN = re.compile(
@@ -284,7 +283,8 @@ class ExtractiveGenerator:
         if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
             return self.per_paper(question, sources, ask)
         chosen = self.select(question, sources, multilingual, ask)
-        if len(ask.facts) > 1:
+        if len(ask.facts) > 1 or (len(named) == 1 and ask.wants & {"number", "dataset"}):
+            # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
             chosen = self.per_part(question, sources, multilingual, ask, chosen)
         if ask.intent == "how-it-works" and len(named) == 1:
             chosen = self.with_mechanism(question, sources, multilingual, ask, named[0], chosen)
@@ -303,13 +303,26 @@ class ExtractiveGenerator:
         for fact in ask.facts:
             part = analyse(fact.text, ask.named)
             scored = self.score(fact.text, sources, multilingual, part, naming=question)
-            # A part asking for a figure or for the data is answered by a sentence that gives it.
-            kind = _ASPECT.get(fact.wants)
-            best = next((c for c in scored if kind is None or kind.search(c.sentence)), next(iter(scored), None))
+            # A part asking for a figure or for the data is answered by a sentence that gives it:
+            # the best-scored of the sentences that give what the part asks (max keeps the first).
+            best = max(scored, key=lambda c: self.gives(fact.wants, c, sources), default=None)
             if best is not None and all(best.sentence != c.sentence for c in picked):
                 picked.append(best)
         rest = [c for c in chosen if all(c.sentence != p.sentence for p in picked)]
         return (picked + rest)[: max(self.weights.max_sentences, len(picked))]
+
+    @staticmethod
+    def gives(wants: str, c: Candidate, sources: list[Hit]) -> int:
+        """How well a sentence can answer a part expecting `wants` (0: not at all): a figure for
+        a number; for the data, a dataset named where something was run or counted (not the
+        paper's own name), best in the sentence reporting the experiments."""
+        if wants == "number":
+            return int(bool(FIGURE.search(c.sentence)))
+        if wants == "dataset":
+            own = c.sentence.replace(sources[c.source - 1].paper.name, "")
+            names = bool(_DATA_NAMED.search(own) or _DATA_COUNTED.search(own))
+            return names + (names and bool(_EXPERIMENTS.search(own)))
+        return 1
 
     def with_mechanism(
         self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, n: int, chosen: list[Candidate]

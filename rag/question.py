@@ -144,7 +144,7 @@ _SCAFFOLDING = _any(
     r"\bdescribe\b|\bexplain\b|\bdefine\b|\bdefinition\b",
     r"\b(datasets?|benchmarks?|corpora|test sets?)\b"
     r"(?=[^?]{0,60}\b(evaluat|test|validat|train|use|run|report|experiment))",
-    r"\b(evaluat(e|es|ed|ion)|tested|validated|experiments?|experimental)\b",
+    r"\b(evaluat(e|es|ed|ing|ion)|test(s|ed|ing)?|validat(e|es|ed|ing)|experiments?|experimental)\b(?!-)",
     r"\b(run|runs|ran|running|conduct\w*|perform\w*|carr(y|ies|ied) out)\b"
     r"(?=\s+(\w+\s+)?(experiments?|evaluations?|tests?)\b)",
     r"\bhow (much|many|fast|large|big|small|long|often|well|accurate)\b|\bby (what|how much)\b",

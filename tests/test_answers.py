@@ -156,6 +156,11 @@ def test_each_part_of_a_multi_part_question_gets_its_sentence_in_the_order_asked
     assert text.index("training-free") < text.index("12×")
 
 
+def test_the_data_asked_of_one_paper_leads_the_answer(assistant):
+    answer = assistant.ask("What environments are used to test PACE?")
+    assert "MiniGrid" in answer.body.split("]")[0] and answer.confidence == "high", answer.text
+
+
 @pytest.mark.parametrize(
     "question, said",
     [
