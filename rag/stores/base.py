@@ -23,7 +23,7 @@ import numpy as np
 from ..chunking import Sentence
 from ..config import Settings
 from ..corpus import Corpus, Paper, parse_seed
-from ..embedding import MULTILINGUAL_MODEL, cached_encoder_path
+from ..embedding import MULTILINGUAL_MODEL, cached_encoder_path, cached_query_encoder
 from ..errors import IndexStaleError
 from ..lexicon import Lexicon
 from ..topics import TopicMap
@@ -235,10 +235,24 @@ def vector_index_kind(settings: Settings, vectors: int) -> str:
     return "hnsw" if vectors >= settings.hnsw_above else "flat"
 
 
-def exported_encoder(settings: Settings) -> Path:
-    """The ONNX export of the English model in the index folder's model cache (not index data:
-    exported once, then linked into each FAISS build and used by stores that keep no build folder)."""
-    return cached_encoder_path(Path(settings.index_dir) / "models", settings.embedding_model)
+def exported_encoder(settings: Settings, int8: bool = False) -> Path:
+    """The ONNX export of the English model (or its int8 quantisation) in the index folder's model
+    cache (not index data: made once, then linked into each FAISS build and used by stores that
+    keep no build folder)."""
+    return cached_encoder_path(Path(settings.index_dir) / "models", settings.embedding_model, int8)
+
+
+def question_encoder(settings: Settings) -> BaseEmbedding:
+    """Questions' encoder from the model cache: the int8 one unless RAG_QUERY_ENCODER=fp32 or it
+    was not kept, else the fp32 export (else sentence-transformers)."""
+    int8_min_cosine = settings.int8_min_cosine if settings.query_encoder == "int8" else None
+    return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model, int8_min_cosine)
+
+
+def document_encoder(settings: Settings) -> BaseEmbedding:
+    """The fp32 export, text by text, for the few documents of an add: what a build embeds them
+    with, whichever encoder serves questions (one session per export, shared with fp32 questions)."""
+    return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model)
 
 
 def added_files(items: list[tuple[str, bytes]]) -> dict[str, bytes]:

@@ -23,16 +23,24 @@ from ...config import Settings
 from ...corpus import Corpus
 from ...embedding import (
     QUERY_ENCODER,
-    cached_query_encoder,
+    QUERY_ENCODER_INT8,
     configure_llama_index,
     document_embedder,
     file_digest,
     load_multilingual_embedder,
+    load_query_embedder,
     tokenizer_of,
 )
 from ...lexicon import Lexicon
 from ...topics import TopicMap
-from ..base import KnownVectors, expected_parameters, exported_encoder, pause_point, vector_index_kind
+from ..base import (
+    KnownVectors,
+    expected_parameters,
+    exported_encoder,
+    pause_point,
+    question_encoder,
+    vector_index_kind,
+)
 from . import folders
 from .reader import CHUNKS, LEXICON, MAP, LoadedIndex
 from .sentences import SENTENCES, SentenceTable
@@ -237,27 +245,31 @@ def write_build(
     linked: dict = {}
     with folders.writing(root), folders.staging(root) as work:
         if previous is None:
-            exported = exported_encoder(settings)
-            embedder = cached_query_encoder(exported.parent, settings.embedding_model)
+            embedder = question_encoder(settings)
             multilingual = load_multilingual_embedder() if settings.multilingual else None
-            query_encoder = exported.is_file()
-            if query_encoder:
-                _link_or_copy(exported, work / QUERY_ENCODER)
-                linked = {QUERY_ENCODER: {"size": exported.stat().st_size, "sha256": file_digest(exported)}}
+            exports = {QUERY_ENCODER: exported_encoder(settings)}
+            if settings.query_encoder == "int8":
+                exports[QUERY_ENCODER_INT8] = exported_encoder(settings, int8=True)
+            for name, source in exports.items():
+                if source.is_file():
+                    _link_or_copy(source, work / name)
+                    linked[name] = {"size": source.stat().st_size, "sha256": file_digest(source)}
+            # The fp32 export embeds the documents, in batches on every core.
+            documents = document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
         else:
             embedder, multilingual = previous.embedder, previous.multilingual_embedder
-            query_encoder = (previous.path / QUERY_ENCODER).is_file()
-            if query_encoder:
-                _link_or_copy(previous.path / QUERY_ENCODER, work / QUERY_ENCODER)
-                linked = {QUERY_ENCODER: previous.manifest["files"][QUERY_ENCODER]}
-        # A full build: the exported encoder embeds the documents too, in batches on every core.
-        # A catch-up or an add (often inside the service): the build's own question encoder, as
-        # before, with no second model in memory.
-        documents = (
-            embedder
-            if previous is not None
-            else document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
-        )
+            for name in (QUERY_ENCODER, QUERY_ENCODER_INT8):
+                if (previous.path / name).is_file():
+                    _link_or_copy(previous.path / name, work / name)
+                    linked[name] = previous.manifest["files"][name]
+            # A catch-up or an add (often inside the service): the build's fp32 export text by
+            # text (batches would grow its memory arena for good), which is the question encoder
+            # too unless questions go through int8.
+            documents = load_query_embedder(
+                previous.path / QUERY_ENCODER,
+                settings.embedding_model,
+                linked.get(QUERY_ENCODER, {}).get("sha256"),
+            )
         configure_llama_index(embedder)
         tokenize = tokenizer_of(embedder)
         table = SentenceTable.of(
@@ -308,7 +320,11 @@ def write_build(
             "topics": len(topic_map.topics),
             "dimensions": dimensions,
             "index_kind": kind,
-            "query_encoder": "onnx" if query_encoder else "sentence-transformers",
+            "query_encoder": "onnx-int8"
+            if QUERY_ENCODER_INT8 in linked
+            else "onnx"
+            if QUERY_ENCODER in linked
+            else "sentence-transformers",
             "seed_files": corpus.files,
             "built_from": previous.path.name if previous is not None else None,
             "embedded": embedded,

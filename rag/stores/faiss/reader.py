@@ -10,7 +10,8 @@ Files of a build (besides the manifest, rag/stores/faiss/folders.py):
     sentences.npz, sentences*.npy   sentence spans by paper and their vectors (snippets, answers)
     lexicon.json                  word counts over the papers and sentences (rag/lexicon.py)
     map.json                      each paper's place on the map and topic, the topics' labels (rag/topics.py)
-    query_encoder.onnx            the English model exported to ONNX, a link into models/
+    query_encoder.onnx            the English model exported to ONNX (documents), a link into models/
+    query_encoder_int8.onnx       its int8 quantisation (questions, unless RAG_QUERY_ENCODER=fp32), ditto
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ import numpy as np
 from ...chunking import Sentence
 from ...config import Settings
 from ...corpus import Corpus, Paper
-from ...embedding import QUERY_ENCODER, configure_llama_index, load_multilingual_embedder, load_query_embedder
+from ...embedding import (
+    QUERY_ENCODER,
+    QUERY_ENCODER_INT8,
+    configure_llama_index,
+    load_multilingual_embedder,
+    load_query_embedder,
+)
 from ...errors import IndexCorruptError, IndexStaleError
 from ...lexicon import Lexicon
 from ...topics import TopicMap
@@ -225,8 +232,10 @@ def _verified(future, build: Path) -> None:
 def _read(build: Path, manifest: dict, settings: Settings) -> LoadedIndex:
     stored = json.loads((build / "papers.json").read_text())
     papers = [Paper(**p) for p in stored["papers"]]
-    digest = manifest.get("files", {}).get(QUERY_ENCODER, {}).get("sha256")
-    embedder = load_query_embedder(build / QUERY_ENCODER, settings.embedding_model, digest)
+    files = manifest.get("files", {})
+    encoder = QUERY_ENCODER_INT8 if settings.query_encoder == "int8" and QUERY_ENCODER_INT8 in files else QUERY_ENCODER
+    digest = files.get(encoder, {}).get("sha256")
+    embedder = load_query_embedder(build / encoder, settings.embedding_model, digest)
     configure_llama_index(embedder)
     chunks = json.loads((build / CHUNKS).read_text())
     multilingual = multilingual_vectors = multilingual_embedder = None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ...config import Settings
 from ...corpus import Corpus, Paper
-from ..base import Published, pause_point
+from ..base import Published, document_encoder, pause_point
 from . import writer
 from .collections import GRPC_OPTIONS, id_filter, milvus_errors
 from .reader import MilvusIndex, load
@@ -73,7 +73,7 @@ class MilvusStore:
             manifest = writer.remove_papers(previous.client, settings, removed)
         if added:
             manifest = writer.add_papers(
-                previous.client, settings, added, previous.embedder, previous.multilingual_embedder
+                previous.client, settings, added, document_encoder(settings), previous.multilingual_embedder
             )
         return _published(settings, manifest)
 
@@ -86,7 +86,9 @@ class MilvusStore:
 
     def add(self, index: MilvusIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
         pause_point(settings, "seed-written")
-        manifest = writer.add_papers(index.client, settings, papers, index.embedder, index.multilingual_embedder)
+        manifest = writer.add_papers(
+            index.client, settings, papers, document_encoder(settings), index.multilingual_embedder
+        )
         pause_point(settings, "after-publish")
         return _published(settings, manifest)
 

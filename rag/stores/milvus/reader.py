@@ -13,10 +13,10 @@ import numpy as np
 from ...chunking import split_sentences
 from ...config import Settings
 from ...corpus import Corpus
-from ...embedding import cached_query_encoder, load_multilingual_embedder
+from ...embedding import load_multilingual_embedder
 from ...lexicon import Lexicon
 from ...topics import Topic, TopicMap
-from ..base import Ranked, SentenceRows, check_parameters, exported_encoder
+from ..base import Ranked, SentenceRows, check_parameters, question_encoder
 from .collections import (
     NOT_LOADED,
     TABLES,
@@ -195,10 +195,7 @@ def load(settings: Settings, check: bool = True) -> MilvusIndex:
         corpus = Corpus(papers, manifest.get("paragraphs", 0))
         topic_map = TopicMap(places, [Topic(**t) for t in manifest.get("topics", [])])
     multilingual = load_multilingual_embedder() if settings.multilingual else None
-    # Questions (and the papers an add brings) through the ONNX export, as on the FAISS path.
-    embedder = query_encoder(settings)
+    # Questions through the int8 (or fp32) ONNX encoder, as on the FAISS path; an add embeds
+    # its papers with the fp32 export (base.document_encoder).
+    embedder = question_encoder(settings)
     return MilvusIndex(client, settings, manifest, corpus, topic_map, embedder, multilingual)
-
-
-def query_encoder(settings: Settings) -> BaseEmbedding:
-    return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model)

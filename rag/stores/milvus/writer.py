@@ -26,7 +26,16 @@ from ...config import Settings
 from ...corpus import Corpus, Paper
 from ...embedding import document_embedder, load_multilingual_embedder, tokenizer_of
 from ...topics import Place, TopicMap
-from ..base import KnownVectors, Ranked, expected_parameters, exported_encoder, is_added, pause_point, vector_index_kind
+from ..base import (
+    KnownVectors,
+    Ranked,
+    document_encoder,
+    expected_parameters,
+    exported_encoder,
+    is_added,
+    pause_point,
+    vector_index_kind,
+)
 from .collections import (
     GENERATION,
     NO_VECTOR,
@@ -47,7 +56,6 @@ from .collections import (
     read_meta,
     write_meta,
 )
-from .reader import query_encoder
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
@@ -188,7 +196,7 @@ def _insert(client, names: Names, embedded: _Embedded, settings: Settings) -> No
 
 def _models(settings: Settings):
     """Encoders for a build: documents through the ONNX export in batches on every core."""
-    documents = document_embedder(exported_encoder(settings), settings.embedding_model, query_encoder(settings))
+    documents = document_embedder(exported_encoder(settings), settings.embedding_model, document_encoder(settings))
     return documents, (load_multilingual_embedder() if settings.multilingual else None)
 
 
