@@ -238,6 +238,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
         "RAG_INDEX_DIR": str(tmp_path / "index"),
         "RAG_SEEDS_DIR": str(small_seeds),
         "RAG_MULTILINGUAL": "false",
+        "RAG_QUERY_ENCODER": "int8",  # the fp32 export and its int8 quantisation, both made once
     }
     runs = [
         subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
