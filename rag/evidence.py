@@ -175,6 +175,13 @@ class Vocabulary:
                     out.update(words[start:end])
         return out
 
+    def other_forms(self, phrase: str) -> list[str]:
+        """The other form of a phrase the corpus defines an alias for: the long form of an
+        abbreviation ("vlms" -> "vision-language models"), or the abbreviation of a long form."""
+        lowered = " ".join(phrase.lower().split())
+        forms = [self.aliases.get(lowered, self.aliases.get(lowered.removesuffix("s"))), self.long_forms.get(lowered)]
+        return [form for form in forms if form]
+
     def coverage(self, question_stems: set[str], paper_id: str) -> float:
         return self.shares(question_stems, paper_id)[0]
 

@@ -167,23 +167,26 @@ class Retriever:
         return Retrieval(query=query, multilingual=multilingual, hits=hits, vector=question)
 
     def containing(self, phrases: Sequence[str], contribution: bool, limit: int) -> list[str]:
-        """The papers that contain every phrase, each within one sentence ("Which papers report
-        results on LongBench?"); with `contribution`, a phrase only counts in a sentence that
+        """The papers that contain every phrase (or an alias of it), each within one sentence
+        ("Which papers report results on LongBench?"); with `contribution`, a phrase only counts in a sentence that
         states the paper's contribution ("Which papers propose new benchmarks?"). Candidates come
         from BM25's inverted index, so the cost follows the phrases' postings, not the corpus.
         Empty when more than `limit` papers qualify: a term that common does not pick papers."""
-        wanted = [stems(phrase) for phrase in phrases]
+        # Each phrase, or the other form of an alias the corpus defines ("VLMs" and "vision-language models").
+        forms = [[phrase, *self.vocabulary.other_forms(phrase)] for phrase in phrases]
+        wanted = [[s for s in map(stems, alternatives) if s] for alternatives in forms]
         wanted = [w for w in wanted if w]
         if not wanted:
             return []
+        terms = " ".join(form for alternatives in forms for form in alternatives)
         candidates = _paper_ranking(
-            self.index.bm25_ranking(" ".join(phrases), self.settings.term_candidates, self.scope), self.papers
+            self.index.bm25_ranking(terms, self.settings.term_candidates, self.scope), self.papers
         )
         rows = self.index.sentences_of(candidates)
         found = []
         for pid in candidates:
             sentences = [stems(text) for text in rows[pid].texts if not contribution or NEW_WORK.search(text)]
-            if all(any(w <= own for own in sentences) for w in wanted):
+            if all(any(w <= own for w in alternatives for own in sentences) for alternatives in wanted):
                 found.append(pid)
         return found if len(found) <= limit else []
 

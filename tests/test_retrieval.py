@@ -58,3 +58,13 @@ def test_chinese_questions_go_through_the_multilingual_model(retriever):
 def test_bad_queries_raise_query_error(retriever, query, k):
     with pytest.raises(QueryError):
         retriever.search(query, k)
+
+
+def test_papers_holding_a_term_are_found_under_an_alias_the_corpus_defines(retriever, corpus):
+    """'Which papers ... VLMs?' ties the papers that write 'vision-language models' as well:
+    one abstract defines 'Vision-language models (VLMs)'."""
+    by_abbreviation = set(retriever.containing(["VLMs"], False, 20))
+    by_long_form = set(retriever.containing(["vision-language models"], False, 20))
+    assert by_long_form and by_long_form <= by_abbreviation
+    # Some of them never write the abbreviation: found through the alias alone.
+    assert any("VLM" not in corpus.get(pid).text for pid in by_abbreviation)
