@@ -295,10 +295,11 @@ class ExtractiveGenerator:
     def per_part(
         self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, chosen: list[Candidate]
     ) -> list[Candidate]:
-        """A multi-part question ("What is X, and how much faster is it?"): each part's best
-        sentence, in the order asked, then the sentences chosen for the whole question, up to
-        `max_sentences`. Scored alone, a part's intent picks its kind of sentence (the
-        definition, the figure), which the whole question's mix of words can outweigh."""
+        """Each part of a multi-part question ("What is X, and how much faster is it?"), or the one
+        figure or data asked of one paper: the part's best sentence, in the order asked, then the
+        sentences chosen for the whole question, up to `max_sentences`. Scored alone, a part's
+        intent picks its kind of sentence (the definition, the figure), which the whole question's
+        mix of words can outweigh."""
         picked: list[Candidate] = []
         for fact in ask.facts:
             part = analyse(fact.text, ask.named)
