@@ -167,7 +167,7 @@ class Vocabulary:
             return any(stems(text) <= self.stems_of(pid) for pid in paper_ids)
 
         words = phrase.lower().split()
-        out = {w for w in words if (long := self.aliases.get(w, self.aliases.get(w.removesuffix("s")))) and held(long)}
+        out = {w for w in words if (long := self.long_form(w)) and held(long)}
         for start in range(len(words)):
             for end in range(start + 2, min(len(words), start + 8) + 1):
                 abbreviation = self.long_forms.get(" ".join(words[start:end]))
@@ -175,12 +175,15 @@ class Vocabulary:
                     out.update(words[start:end])
         return out
 
+    def long_form(self, abbreviation: str) -> str | None:
+        """What a lowercased abbreviation stands for where the corpus defines it, plural or not."""
+        return self.aliases.get(abbreviation, self.aliases.get(abbreviation.removesuffix("s")))
+
     def other_forms(self, phrase: str) -> list[str]:
         """The other form of a phrase the corpus defines an alias for: the long form of an
         abbreviation ("vlms" -> "vision-language models"), or the abbreviation of a long form."""
         lowered = " ".join(phrase.lower().split())
-        forms = [self.aliases.get(lowered, self.aliases.get(lowered.removesuffix("s"))), self.long_forms.get(lowered)]
-        return [form for form in forms if form]
+        return [form for form in (self.long_form(lowered), self.long_forms.get(lowered)) if form]
 
     def coverage(self, question_stems: set[str], paper_id: str) -> float:
         return self.shares(question_stems, paper_id)[0]

@@ -263,11 +263,11 @@ def topic_of(question: str) -> str:
     """The question with its scaffolding and its framing verb replaced by commas: what it is about."""
 
     def unframed(match: re.Match[str]) -> str:
-        verb = match.group("verb") or match.group("done")
-        start, end = match.span("verb" if match.group("verb") else "done")
-        if verb in STOPWORDS:
+        group = "verb" if match.group("verb") else "done"
+        if match.group(group) in STOPWORDS:
             return match.group(0)
-        return match.group(0)[: start - match.start()] + " , " + match.group(0)[end - match.start() :]
+        start, end = (at - match.start() for at in match.span(group))
+        return match.group(0)[:start] + " , " + match.group(0)[end:]
 
     return _SCAFFOLDING.sub(" , ", _FRAME_VERB.sub(unframed, question))
 

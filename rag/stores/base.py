@@ -243,8 +243,8 @@ def exported_encoder(settings: Settings, int8: bool = False) -> Path:
 
 
 def question_encoder(settings: Settings) -> BaseEmbedding:
-    """Questions' encoder from the model cache: the int8 one unless RAG_QUERY_ENCODER=fp32 or it
-    was not kept, else the fp32 export (else sentence-transformers)."""
+    """Questions' encoder from the model cache: the int8 one when RAG_QUERY_ENCODER=int8 and it was
+    kept, else the fp32 export (else sentence-transformers)."""
     int8_min_cosine = settings.int8_min_cosine if settings.query_encoder == "int8" else None
     return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model, int8_min_cosine)
 
