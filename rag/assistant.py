@@ -27,7 +27,7 @@ from .errors import GeneratorError, QueryError
 from .evidence import Evidence, EvidenceModel, Missing, name_like, question_phrases
 from .extractive import ExtractiveGenerator
 from .generation import Generator, make_generator
-from .question import Ask, analyse
+from .question import Ask, analyse, intent_of
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
 from .suggestions import next_questions
@@ -41,6 +41,9 @@ _FOLLOW_UP = re.compile(
     r"|^(and|also|what about|how about)\b|它|这个|该|这篇|他们|其",
     re.I,
 )
+# A pronoun in a comparison that names one paper ("How does its approach differ from
+# dLLM-Cache's?") stands for the other: the paper of the conversation.
+_PRONOUN = re.compile(r"\b(it|its|itself|they|them|their|this|these)\b|它|其", re.I)
 
 
 def _not_covered(text: str) -> bool:
@@ -177,8 +180,11 @@ class Assistant:
         return " ".join([question, users[-1], *(p.name for p in discussed[:3])]), alone
 
     def stands_alone(self, question: str, alone: Retrieval, discussed: list, conversation: str) -> bool:
-        if self.retriever.named(question):
-            return True
+        named = self.retriever.named(question)
+        if named:
+            compares_one = len(named) == 1 and intent_of(question, asks_for_several(question)) == "comparison"
+            earlier = {p.paper_id for p in self.retriever.named(conversation)} - {named[0].paper_id}
+            return not (compares_one and earlier and _PRONOUN.search(question))
         # A name the conversation never used ("What is AgentNoiseBench?" after talk of RoPE) is a
         # topic of the question's own, known to the corpus or not.
         context = " ".join([conversation, *(p.text for p in discussed)]).lower()
@@ -207,8 +213,10 @@ class Assistant:
         contribution = bool(_ASKS_FOR_NEW.search(question))
         if (ask.several or ask.intent in ("list", "summary")) and not is_cjk(question) and ask.constraints:
             holding = self.retriever.containing(ask.constraints, contribution, self.settings.term_papers_at_most)
-        # Not the papers a follow-up borrows: they must still answer it.
-        tied = dict.fromkeys([*(p.paper_id for p in named), *holding])
+        # Not the papers a follow-up borrows, which must still answer it; but a comparison sets
+        # every paper it names, its own and the conversation's, side by side.
+        subjects = ask.named if ask.intent == "comparison" else named
+        tied = dict.fromkeys([*(p.paper_id for p in subjects), *holding])
         # A paper without the term cannot qualify when the term is a name ("LongBench", "Qwen") or
         # what the papers must contribute ("propose new benchmarks"); a topic in plain words
         # ("diffusion policies") is matched by meaning too.

@@ -383,8 +383,10 @@ class ExtractiveGenerator:
 
     def side_by_side(self, question: str, sources: list[Hit], named: list[int], ask: Ask) -> str:
         """A comparison: each named paper on one line, with its sentence on the aspect asked
-        (and, when a figure or the data is asked, the sentence that gives it)."""
-        candidates = self.score(question, sources, is_cjk(question), ask)
+        (and, when a figure or the data is asked, the sentence that gives it). A paper the
+        conversation named ("How does its approach differ from dLLM-Cache's?") is one of them."""
+        naming = " ".join([question, *(p.name for p in ask.named)])
+        candidates = self.score(question, sources, is_cjk(question), ask, naming)
         aspect = FIGURE if "number" in ask.wants else _NAMES_DATA if "dataset" in ask.wants else None
         lines = []
         for n in named:

@@ -272,6 +272,9 @@ def topic_of(question: str) -> str:
     return _SCAFFOLDING.sub(" , ", _FRAME_VERB.sub(unframed, question))
 
 
+_POSSESSIVE = re.compile(r"['’]s?$")  # "dLLM-Cache's" names dLLM-Cache
+
+
 def constraints_of(topic: str, named: Sequence[Paper] = ()) -> tuple[str, ...]:
     """The content phrases of a topic, minus the names of the papers it names (they pick the paper)."""
     names = {w.lower() for p in named for w in p.name.split()}
@@ -279,7 +282,7 @@ def constraints_of(topic: str, named: Sequence[Paper] = ()) -> tuple[str, ...]:
         return tuple(p for p in (s.strip() for s in re.split(r"[\s,，。？?、的了吗呢]+", topic)) if len(p) > 1)
     out = []
     for run in question_phrases(topic):
-        words = [w for w in run if w.lower() not in names]
+        words = [w for w in run if _POSSESSIVE.sub("", w.lower()) not in names]
         if words:
             out.append(" ".join(words))
     return tuple(out)

@@ -267,6 +267,16 @@ def test_a_follow_up_carries_the_previous_subject(assistant):
     assert "3.8" in answer.text
 
 
+def test_a_follow_up_comparing_it_with_a_named_paper_sets_both_side_by_side(assistant):
+    history = [
+        {"role": "user", "content": "What is SPEED?"},
+        {"role": "assistant", "content": assistant.ask("What is SPEED?").text},
+    ]
+    answer = assistant.ask("How does its approach differ from dLLM-Cache's?", history)
+    assert [c.name for c in answer.citations] == ["dLLM-Cache", "SPEED"]
+    assert "**SPEED**" in answer.text and answer.missing is None
+
+
 def test_a_chinese_question_finds_its_paper(assistant):
     answer = assistant.ask("有没有关于医学音频问答数据集的论文？")
     assert not answer.abstained

@@ -116,6 +116,12 @@ def test_named_papers_are_kept_in_the_order_asked_and_are_not_constraints():
     assert ask.to_dict()["named"] == named
 
 
+def test_a_possessive_paper_name_is_not_a_constraint():
+    ask = analyse("How does its approach differ from AlphaNet's?", [paper("AlphaNet")])
+    assert "AlphaNet" not in " ".join(ask.constraints)
+    assert analyse("How does its approach differ from AlphaNet's?").constraints == ("AlphaNet's",)
+
+
 def test_the_analysis_serialises_for_clients():
     d = analyse("Which papers propose new benchmarks, and how many tasks do they have?").to_dict()
     assert d["intent"] == "list"
