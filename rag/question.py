@@ -167,7 +167,8 @@ _SCAFFOLDING = _any(
 _FRAME_VERB = re.compile(
     r"\b(?i:does|do|did|can|could|will|would)\s+"
     r"(?:it|they|this|that|these|those|(?:the|its|their)\s+(?:paper|method|model|approach|framework|authors|work|study)"
-    r"|(?:[\w-]*[A-Z0-9][\w.-]*\s+){1,3}?)\s*(?P<verb>[a-z]+)\b(?!-)"
+    r"|(?:the\s+)?(?:[\w-]*[A-Z0-9][\w.-]*\s+){1,3}?(?:(?:paper|method|model|approach|framework|authors|work|study)\s+)?)"
+    r"\s*(?P<verb>[a-z]+(?:\s+(?:out|up|down|off|over))?)\b(?!-)"
     r"|^\W*(?i:has|have)\s+(?:any(?:one|body)|some(?:one|body)|any\s+(?:paper|work|study)s?)\s+(?P<done>[a-z]+)\b(?!-)"
 )
 # Where a multi-part question splits: "What is X, and how much faster is it?", "X? Y?"
