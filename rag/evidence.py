@@ -185,6 +185,13 @@ class Vocabulary:
         lowered = " ".join(phrase.lower().split())
         return [form for form in (self.long_form(lowered), self.long_forms.get(lowered)) if form]
 
+    def versions(self, word: str) -> list[str]:
+        """The known words that are `word` with a version number ("Qwen" -> "qwen2", "qwen3"): a
+        model family asked for by its name holds its versions."""
+        if not re.fullmatch(r"[A-Za-z]{2,}", word):
+            return []
+        return re.findall(rf"^{re.escape(word.lower())}\d[\w.]*$", self.text, re.MULTILINE)
+
     def coverage(self, question_stems: set[str], paper_id: str) -> float:
         return self.shares(question_stems, paper_id)[0]
 

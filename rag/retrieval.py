@@ -172,8 +172,10 @@ class Retriever:
         states the paper's contribution ("Which papers propose new benchmarks?"). Candidates come
         from BM25's inverted index, so the cost follows the phrases' postings, not the corpus.
         Empty when more than `limit` papers qualify: a term that common does not pick papers."""
-        # Each phrase, or the other form of an alias the corpus defines ("VLMs" and "vision-language models").
-        forms = [[phrase, *self.vocabulary.other_forms(phrase)] for phrase in phrases]
+        # Each phrase, or the other form of an alias the corpus defines ("VLMs" and "vision-language
+        # models"), or a version of the model family it names ("Qwen" and "Qwen2.5").
+        vocabulary = self.vocabulary
+        forms = [[phrase, *vocabulary.other_forms(phrase), *vocabulary.versions(phrase)] for phrase in phrases]
         wanted = [[s for s in map(stems, alternatives) if s] for alternatives in forms]
         wanted = [w for w in wanted if w]
         if not wanted:

@@ -1,3 +1,4 @@
+import re
 from itertools import pairwise
 
 import pytest
@@ -68,3 +69,11 @@ def test_papers_holding_a_term_are_found_under_an_alias_the_corpus_defines(retri
     assert by_long_form and by_long_form <= by_abbreviation
     # Some of them never write the abbreviation: found through the alias alone.
     assert any("VLM" not in corpus.get(pid).text for pid in by_abbreviation)
+
+
+def test_papers_holding_a_version_of_a_named_model_family_are_found(retriever, corpus):
+    """'Which papers ... Qwen models?' ties the papers that write only 'Qwen2.5' or 'Qwen3'."""
+    found = set(retriever.containing(["Qwen"], False, 20))
+    versions_only = [pid for pid in found if not re.search(r"\bQwen\b", corpus.get(pid).text)]
+    assert versions_only and all(re.search(r"\bQwen\d", corpus.get(pid).text) for pid in versions_only)
+    assert all("Qwen" in corpus.get(pid).text for pid in found)
