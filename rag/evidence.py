@@ -54,6 +54,11 @@ QUESTION_WORDS = frozenset(
 )
 
 
+# A suffix that says a thing is used, not which kind it is: "honeypot-based" is found where
+# "honeypots" are ("training-free" keeps its "-free": it says which kind).
+_GENERIC_SUFFIX = re.compile(r"(?<=\w)-(based|driven|powered|oriented|related|style|like|using)$", re.I)
+
+
 def name_like(question: str) -> list[str]:
     """The words of a question that look like names (not its first word, which is capitalised anyway)."""
     return [
@@ -148,6 +153,13 @@ class Vocabulary:
     def found(self, word: str, paper_ids: list[str]) -> bool:
         """A question word is found in a paper when its stem is; a hyphenated word only whole, as
         written or with a space, so that its modifier counts ("one-step" is not in "multi-step")."""
+        head = _GENERIC_SUFFIX.sub("", word)
+        if head != word:
+            # ...unless a paper says it goes without ("training-based" is not "training-free").
+            without = re.compile(rf"\b{re.escape(head)}[-\s](free|less)\b", re.I)
+            if any((paper := self.papers.get(pid)) is not None and without.search(paper.text) for pid in paper_ids):
+                return False
+            word = head
         wanted = stems(word)
         if not wanted:
             return True

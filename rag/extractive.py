@@ -286,8 +286,12 @@ class ExtractiveGenerator:
         if len(ask.facts) > 1 or (len(named) == 1 and ask.wants & {"number", "dataset"}):
             # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
             chosen = self.per_part(question, sources, multilingual, ask, chosen)
-        if ask.intent == "how-it-works" and len(named) == 1:
-            chosen = self.with_mechanism(question, sources, multilingual, ask, named[0], chosen)
+        # How one paper works, or what problem it takes on: said in more than one sentence.
+        one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
+        if ask.intent == "how-it-works" and one is not None:
+            chosen = self.with_mechanism(question, sources, multilingual, ask, one, chosen)
+        if ask.intent in ("how-it-works", "limitation") and one is not None:
+            chosen = self.explained(question, sources, multilingual, ask, one, chosen)
         text = self.write(question, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
         return f"{absent} {text}" if absent and text else text
@@ -335,6 +339,20 @@ class ExtractiveGenerator:
         if after is None or any(c.sentence == after for c in chosen):
             return chosen
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
+
+    def explained(
+        self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, n: int, chosen: list[Candidate]
+    ) -> list[Candidate]:
+        """How paper `n` works, or what problem it takes on: at least `explain_at_least` of its
+        sentences, the next best joining, in the abstract's order."""
+        more = self.weights.explain_at_least - len(chosen)
+        if more <= 0:
+            return chosen
+        taken = {c.sentence for c in chosen}
+        own = [c for c in self.score(question, sources, multilingual, ask) if c.source == n]
+        added = [c for c in own if c.sentence not in taken][:more]
+        order = list(sources[n - 1].sentence_scores)
+        return sorted([*chosen, *added], key=lambda c: order.index(c.sentence))
 
     def write(self, question: str, sources: list[Hit], chosen: list[Candidate]) -> str:
         """Chosen sentences as answer prose, each cited; a paper named the first time it speaks."""

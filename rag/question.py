@@ -96,6 +96,7 @@ _LIMITATION = _any(
     r"\bwhat (problem|gap|issue|challenge)s?\b",
     r"\bwhat motivate[sd]?\b|\bmotivation\b",
     r"^\W*why\b",
+    r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat(?:'s| is) missing\b",
     r"\bwhat (\w+\s+){0,3}(address|tackle|solve|overcome|fix)(es|s)?\b",
     r"局限|不足|缺点|缺陷|动机|为什么|为何|解决.{0,20}?(什么|哪些)问题|针对.{0,20}?(什么|哪些)问题",
 )
@@ -153,6 +154,7 @@ _SCAFFOLDING = _any(
     r"\b(limitations?|drawbacks?|weakness(es)?|shortcomings?|motivat\w*|problems?|challenges?|issues?|gaps?)\b"
     r"(?=[^?]{0,40}\b(address|tackle|solve|overcome|fix|motivat|face|have|has|of)\w*\b)",
     r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
+    r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat(?:'s| is) missing\b|\bmissing from\b",
     r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
     r"\b(contributions?|idea|ideas)\b",
     r"\b(according to|roughly|approximately|about how)\b|\b(the )?acronym\b|\bstand for\b",
@@ -161,13 +163,15 @@ _SCAFFOLDING = _any(
     r"是什么|什么是|什么|有没有|是否有|为什么|为何|数据集|基准|局限|不足|动机|请|一下",
 )
 # The verb a question is framed with, after its auxiliary and a subject that is a pronoun, a
-# paper's name or "the authors" ("What does MedScope contain?", "How does it decide ...?", "Has
-# anyone studied ...?"): it says what is asked of the paper, the words after it what about.
+# paper's name, "the NAME paper" or "the authors" ("What does MedScope contain?", "How does it
+# decide ...?", "Has anyone studied ...?"): it says what is asked of the paper, the words after it
+# what about. After "the NAME" without such a noun the next word may be a modifier ("legal").
 # A common-noun subject keeps its verb ("How well do models solve puzzles?": "solve" is content).
 _FRAME_VERB = re.compile(
     r"\b(?i:does|do|did|can|could|will|would)\s+"
     r"(?:it|they|this|that|these|those|(?:the|its|their)\s+(?:paper|method|model|approach|framework|authors|work|study)"
-    r"|(?:the\s+)?(?:[\w-]*[A-Z0-9][\w.-]*\s+){1,3}?(?:(?:paper|method|model|approach|framework|authors|work|study)\s+)?)"
+    r"|(?:[\w-]*[A-Z0-9][\w.-]*\s+){1,3}?"
+    r"|the\s+(?:[\w-]*[A-Z0-9][\w.-]*\s+){1,3}?(?:paper|method|model|approach|framework|authors|work|study)\s+)"
     r"\s*(?P<verb>[a-z]+(?:\s+(?:out|up|down|off|over))?)\b(?!-)"
     r"|^\W*(?i:has|have)\s+(?:any(?:one|body)|some(?:one|body)|any\s+(?:paper|work|study)s?)\s+(?P<done>[a-z]+)\b(?!-)"
 )

@@ -33,6 +33,14 @@ def test_a_hyphenated_modifier_is_found_only_whole():
     assert words.found("images", ["p1"]) and not words.found("videos", ["p1"])
 
 
+def test_a_generic_suffix_is_found_with_its_head_unless_the_paper_goes_without():
+    free = Paper("p4", "A training-free sampler built on honeypots.", "P4", None)
+    words = vocabulary(DISTILLED, free)
+    assert words.found("honeypot-based", ["p4"]) and words.found("diffusion-based", ["p1"])
+    assert not words.found("training-based", ["p4"])  # the paper says training-free
+    assert not words.found("video-based", ["p1"])
+
+
 def test_an_alias_one_paper_defines_finds_the_other_form_in_another():
     words = vocabulary(SPIRAL, PLAIN)
     assert words.aliased("rotary position embedding", ["p3"]) == {"rotary", "position", "embedding"}

@@ -105,6 +105,8 @@ def test_the_verb_a_question_is_framed_with_is_not_a_constraint():
             "point",
             "out",
         }
+    legal = analyse("How many pairs does the MedMosaic legal audio dataset contain?").constraints
+    assert any("legal" in c.split() for c in legal)
     assert "test-time adaptation" in analyse("Is there a test-time adaptation method?").constraints
     # A common-noun subject keeps its verb: "solve" is what the models are asked about.
     assert analyse("How well do models solve random puzzles?").constraints == ("solve random puzzles",)
