@@ -1,11 +1,12 @@
 """A map of the papers and their topics, computed when indexing from the vectors the index holds.
 
 Each paper gets a place on a 2-D map (t-SNE or UMAP of its vector, scaled into [0, 1]) and a topic
-(k-means of the places: a topic is a region of the map, so its label sits on its papers); each
-topic a label of the words and phrases several of its papers use and few others do (a class-based
-TF-IDF over scikit-learn's CountVectorizer, without research boilerplate). A paper's vector is
-the mean of its sentences' vectors, so both stores compute it from what they store
-(`paper_vectors`). Every step is seeded: a build of the same papers gives the same map.
+(a clustering of the vectors themselves, not of the places: a topic is a subject, wherever the
+projection puts its papers); each topic a label of the words and phrases several of its papers use
+and few others do (a class-based TF-IDF over scikit-learn's CountVectorizer, without research
+boilerplate). A paper's vector is the mean of its sentences' vectors, so both stores compute it
+from what they store (`paper_vectors`). Every step is seeded: a build of the same papers gives the
+same map.
 
 A build fits the whole map (`fit_map`). A catch-up or an add keeps every other paper where it was
 and places each new paper among its nearest papers (`place`): at their similarity-weighted mean
@@ -107,29 +108,65 @@ def paper_vectors(sentence_vectors: np.ndarray, counts: list[int]) -> np.ndarray
     return out / np.where(norms > 0, norms, 1)
 
 
-def topic_count(papers: int, settings: Settings) -> int:
-    """`map_topics`, or about the square root of the number of papers, at most `map_max_topics`."""
-    wanted = settings.map_topics or round(math.sqrt(papers))
-    return max(1, min(wanted, settings.map_max_topics, papers))
+def topic_counts(papers: int, settings: Settings) -> list[int]:
+    """The numbers of topics to choose from: `map_topics`, or up to `map_topic_candidates` counts
+    spread evenly over [sqrt(n/2), 2 sqrt(n)] for n papers, at most `map_max_topics` and fewer than
+    the papers (a silhouette needs a topic of two papers somewhere)."""
+    if settings.map_topics:
+        return [max(1, min(settings.map_topics, papers))]
+    high = min(math.floor(2 * math.sqrt(papers)), settings.map_max_topics, papers - 1)
+    if high < 2:
+        return [1]
+    low = min(max(2, math.ceil(math.sqrt(papers / 2))), high)
+    spread = np.linspace(low, high, min(settings.map_topic_candidates, high - low + 1))
+    return sorted({int(round(k)) for k in spread})
 
 
 def fit_map(papers: list[Paper], vectors: np.ndarray, settings: Settings) -> TopicMap:
     """The whole map of `papers` (row i of `vectors` is paper i's vector)."""
     if not papers:
         return TopicMap.empty()
-    from sklearn.cluster import KMeans
-
     xy = _layout(vectors, settings)
-    k = topic_count(len(papers), settings)
-    # On the map's places rather than the vectors: k-means of the vectors scattered a topic over
-    # the map (its label far from most of its dots), and on the 86 seeds split the protein papers.
-    labels = KMeans(k, n_init=settings.map_kmeans_inits, random_state=settings.map_seed).fit_predict(xy)
-    topics = _labels([p.text for p in papers], labels, k, settings)
+    labels = topics_of(vectors, settings)
+    topics = _labels([p.text for p in papers], labels, int(labels.max()) + 1, settings)
     places = {
         p.paper_id: Place(round(float(x), 5), round(float(y), 5), int(t))
         for p, (x, y), t in zip(papers, xy, labels, strict=True)
     }
     return TopicMap(places, topics)
+
+
+def topics_of(vectors: np.ndarray, settings: Settings) -> np.ndarray:
+    """Each paper's topic (0 the largest), clustering the papers' vectors less their mean (what
+    every abstract shares, 'we propose a model that...', would otherwise weigh on every distance),
+    made unit again. Up to `map_agglomerative_up_to` papers, Ward's agglomerative clustering (one
+    tree, cut at each candidate count; on the 86 seeds it kept subjects together that k-means of
+    the 2-D places split or mixed); above, FAISS's spherical k-means, whose cost grows linearly.
+    Of the `topic_counts`, the one whose topics are best separated (silhouette on cosine, on a
+    seeded sample of at most `map_silhouette_sample` papers); the fewer topics on a tie."""
+    n = len(vectors)
+    counts = topic_counts(n, settings)
+    if counts == [1]:
+        return np.zeros(n, np.int64)
+    vectors = np.asarray(vectors, np.float32)
+    unit = vectors - vectors.mean(axis=0)
+    unit /= np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
+    if n <= settings.map_agglomerative_up_to:
+        from scipy.cluster.hierarchy import fcluster, linkage
+
+        tree = linkage(unit, "ward")
+        candidates = [fcluster(tree, k, "maxclust") for k in counts]
+    else:
+        candidates = [_spherical_kmeans(unit, k, settings) for k in counts]
+    # argmax takes the first best: the fewer topics
+    best = (
+        candidates[int(np.argmax(_separations(unit, candidates, settings)))] if len(candidates) > 1 else candidates[0]
+    )
+    # numbered by size, largest first (the page gives the first ten its most distinct colours)
+    found, labels, sizes = np.unique(best, return_inverse=True, return_counts=True)
+    rank = np.empty(len(found), np.int64)
+    rank[np.argsort(-sizes, kind="stable")] = np.arange(len(found))
+    return rank[labels.ravel()]
 
 
 def _layout(vectors: np.ndarray, settings: Settings) -> np.ndarray:
@@ -160,6 +197,44 @@ def _layout(vectors: np.ndarray, settings: Settings) -> np.ndarray:
         ).fit_transform(vectors)
     low, high = xy.min(axis=0), xy.max(axis=0)
     return (xy - low) / np.where(high > low, high - low, 1)
+
+
+def _spherical_kmeans(unit: np.ndarray, k: int, settings: Settings) -> np.ndarray:
+    """FAISS k-means on the unit sphere (centroids made unit at each step), seeded; the best of
+    `map_kmeans_inits` starts. It trains on at most 256 papers a topic (FAISS's sample) and then
+    assigns every paper to its nearest centroid."""
+    import faiss
+
+    data = np.ascontiguousarray(unit, np.float32)
+    kmeans = faiss.Kmeans(
+        data.shape[1], k, niter=20, nredo=settings.map_kmeans_inits, spherical=True, seed=settings.map_seed
+    )
+    kmeans.train(data)
+    _, nearest = kmeans.index.search(data, 1)
+    return nearest.ravel()
+
+
+def _separations(unit: np.ndarray, candidates: list[np.ndarray], settings: Settings) -> list[float]:
+    """Each clustering's silhouette on cosine distance (how much nearer each paper is to its own
+    topic than to the next; -1 for one topic), all on one seeded sample of at most
+    `map_silhouette_sample` papers whose distances are computed once."""
+    from sklearn.metrics import pairwise_distances, silhouette_score
+
+    n = len(unit)
+    rng = np.random.default_rng(settings.map_seed)
+    sample = (
+        np.sort(rng.choice(n, settings.map_silhouette_sample, replace=False))
+        if n > settings.map_silhouette_sample
+        else np.arange(n)
+    )
+    distances = pairwise_distances(unit[sample], metric="cosine")
+    np.fill_diagonal(distances, 0)  # rounding leaves about 1e-7 there; a precomputed silhouette wants zeros
+    return [
+        float(silhouette_score(distances, labels[sample], metric="precomputed"))
+        if len(np.unique(labels[sample])) > 1
+        else -1.0
+        for labels in candidates
+    ]
 
 
 # Research boilerplate that any abstract may use whatever its topic ("we propose a novel method

@@ -5,6 +5,7 @@ The real runs (`make bench`) take minutes and are not part of the test suite.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,15 @@ def test_faiss_scale_smoke(tmp_path):
     assert {r["index"] for r in entry["results"]} >= {"IndexFlatIP", "IndexHNSWFlat", "IndexIVFFlat"}
     assert all(0 <= r["recall_at_10"] <= 1 and r["p50_ms"] > 0 for r in entry["results"])
     assert entry["recommended"] and "recommended:" in printed
+
+
+def test_topics_at_size_smoke():
+    printed = run("topics_scale.py", "--papers", "400", "--centres", "20")
+    found = re.search(r"the topic step ([\d.]+) s, peak RSS (\d+) MB .*; (\d+) topics .* centres ([\d.]+)$", printed)
+    assert found, printed
+    seconds, peak, topics, rand = float(found[1]), int(found[2]), int(found[3]), float(found[4])
+    assert 0 < seconds < 120 and 50 < peak < 4096
+    assert topics == 20 and rand > 0.9, printed  # 20 groups, found as 20 topics (15 to 40 are tried)
 
 
 def test_search_at_size_smoke(index_dir, tmp_path):

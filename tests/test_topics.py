@@ -15,11 +15,35 @@ import pytest
 from rag.config import Settings
 from rag.similar import similar_papers
 from rag.stores.faiss import load_index
-from rag.topics import GENERIC_NOUNS, GENERIC_WORDS, TopicMap, _labels, fit_map, nearest_papers, paper_vectors
+from rag.topics import (
+    GENERIC_NOUNS,
+    GENERIC_WORDS,
+    TopicMap,
+    _labels,
+    fit_map,
+    nearest_papers,
+    paper_vectors,
+    topic_counts,
+    topics_of,
+)
 
 from .conftest import ROOT, SEEDS, small_settings
 
 SPEED_UPS = {"SPEED", "dLLM-Cache", "LoSA", "Jacobi Forcing"}  # diffusion language models, decoded faster
+# Seeds of one subject each, the subjects unrelated: each a topic of its own (k-means of the 2-D
+# places put the quantisation papers in the speed-ups' topic)
+SUBJECTS = {
+    "decoding diffusion language models faster": SPEED_UPS,
+    "quantisation": {"ImpQuant", "LSGQuant", "ProjQ"},
+    "proteins": {"ProtDiS", "MMM-PPI", "GeoCoupling"},
+    "optimisers": {
+        "FSBA",
+        "Stochastic Frank-Wolfe is a classical optimization method for…",
+        "This paper studies the AdamW-style Shampoo optimizer, an…",
+    },
+    "attacks on models": {"RAI", "RLCracker", "MemPot"},
+    "medical data": {"MedScope", "MedMosaic", "RoVTL"},
+}
 
 
 def by_name(index, name: str):
@@ -81,8 +105,32 @@ def test_a_corpus_of_a_few_papers_gets_a_map_too(corpus, papers):
     assert list(fitted.places) == [p.paper_id for p in chosen]
     assert all(0 <= p.x <= 1 and 0 <= p.y <= 1 for p in fitted.places.values())
     assert {p.topic for p in fitted.places.values()} <= {t.id for t in fitted.topics}
-    assert all(t.label for t in fitted.topics) and len(fitted.topics) == max(1, min(round(papers**0.5), papers))
+    assert all(t.label for t in fitted.topics) and len(fitted.topics) in topic_counts(papers, Settings())
+    assert set(fitted.sizes()) == {t.id for t in fitted.topics}  # no topic without papers
     assert fit_map([], np.zeros((0, 384), np.float32), Settings()) == TopicMap.empty()
+
+
+def test_seeds_of_one_subject_share_a_topic_and_unrelated_subjects_do_not(loaded_index):
+    places = loaded_index.topic_map.places
+    topics = {
+        subject: {places[by_name(loaded_index, name).paper_id].topic for name in names}
+        for subject, names in SUBJECTS.items()
+    }
+    assert all(len(found) == 1 for found in topics.values()), topics
+    assert len(set.union(*topics.values())) == len(SUBJECTS), topics
+
+
+@pytest.mark.parametrize("agglomerative_up_to", [5_000, 2], ids=["ward", "spherical k-means"])
+def test_topics_are_the_groups_of_the_vectors_in_the_best_separated_count(agglomerative_up_to):
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((6, 384))
+    group = np.repeat(np.arange(6), 10)
+    vectors = centres[group] + rng.standard_normal((60, 384)) * 0.5  # 60 papers: 6 to 15 topics are tried
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    topics = topics_of(vectors, Settings(map_agglomerative_up_to=agglomerative_up_to))
+    assert topic_counts(60, Settings())[0] == 6 and len(set(topics)) == 6, topics  # the six, not the most allowed
+    assert all(len(set(topics[group == g])) == 1 for g in range(6)), topics
+    assert list(np.bincount(topics)) == [10] * 6
 
 
 def test_the_diffusion_language_model_speed_ups_are_one_topic_and_each_others_neighbours(loaded_index, settings):

@@ -1,8 +1,8 @@
 // The map of the papers: every paper a dot on one <canvas>, coloured by its topic, with the
-// topics' labels at their centres. /map is loaded once; the dots are drawn from typed arrays
-// onto an offscreen canvas, and hover and keyboard only redraw the one highlighted dot, so
-// there is no element per paper and 100,000 papers draw like 86. Uses app.js's $, request,
-// openPaper.
+// topics' labels at their papers' median places. /map is loaded once; the dots are drawn from
+// typed arrays onto an offscreen canvas, and hover and keyboard only redraw the one highlighted
+// dot, so there is no element per paper and 100,000 papers draw like 86. Uses app.js's $,
+// request, openPaper.
 "use strict";
 
 const MAP_PAD = 24;      // px around the dots, so that edge dots and labels stay inside
@@ -95,10 +95,13 @@ function drawMap() {
     const { start, order } = map.byTopic;
     const count = start[t.id + 1] - start[t.id];
     if (!count || (map.only !== null && map.only !== t.id)) continue;
-    let sx = 0, sy = 0;
-    for (let k = start[t.id]; k < start[t.id + 1]; k++) { const [x, y] = toScreen(order[k]); sx += x; sy += y; }
+    // at the median of its dots: a topic is a subject, not a region, so its dots may lie in
+    // several places, and a mean could fall in a gap between them
+    const xs = new Float32Array(count), ys = new Float32Array(count);
+    for (let k = 0; k < count; k++) [xs[k], ys[k]] = toScreen(order[start[t.id] + k]);
+    const mid = count >> 1;
     const half = g.measureText(t.label).width / 2 + 2;
-    const x = Math.min(Math.max(sx / count, half), map.width - half), y = sy / count;  // kept inside the frame
+    const x = Math.min(Math.max(xs.sort()[mid], half), map.width - half), y = ys.sort()[mid];  // kept inside the frame
     g.lineWidth = 4; g.strokeStyle = "rgba(255,255,255,.9)";
     g.strokeText(t.label, x, y);
     g.fillStyle = "#1d232a";
