@@ -269,9 +269,10 @@ class Settings(BaseSettings):
         "fp32",
         description="How questions are embedded: fp32, the English model's ONNX export, or int8, its quantisation "
         "made when indexing (about twice as fast; rag eval's retrieval figures within 0.002 of fp32's on dev, test and "
-        "test2: docs/performance.md). Not the default until the evidence weights, fitted on fp32 vectors, are "
-        "refitted on int8 ones: one adjacent dev question crosses answer_above with them (Sophia, answered low "
-        "instead of abstaining). Documents are always embedded in fp32.",
+        "test2: docs/performance.md). Not the default: with the evidence weights, fitted on fp32 vectors, one "
+        "adjacent dev question crosses answer_above (Sophia, answered low instead of abstaining); refitted on int8 "
+        "ones, an off-corpus question does (ibuprofen) and test's abstention precision falls under its floor. "
+        "Documents are always embedded in fp32.",
     )
     int8_min_cosine: float = Field(
         0.99,
