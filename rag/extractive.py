@@ -288,10 +288,11 @@ class ExtractiveGenerator:
             chosen = self.per_part(question, sources, multilingual, ask, chosen)
         # How one paper works, or what problem it takes on: said in more than one sentence.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
-        if ask.intent == "how-it-works" and one is not None:
-            chosen = self.with_mechanism(question, sources, multilingual, ask, one, chosen)
         if ask.intent in ("how-it-works", "limitation") and one is not None:
-            chosen = self.explained(question, sources, multilingual, ask, one, chosen)
+            own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
+            if ask.intent == "how-it-works":
+                chosen = self.with_mechanism(sources[one - 1], own, chosen)
+            chosen = self.explained(sources[one - 1], own, chosen)
         text = self.write(question, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
         return f"{absent} {text}" if absent and text else text
@@ -329,29 +330,23 @@ class ExtractiveGenerator:
             return names + (names and bool(_EXPERIMENTS.search(own)))
         return 1
 
-    def with_mechanism(
-        self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, n: int, chosen: list[Candidate]
-    ) -> list[Candidate]:
-        """ "How does X work?" about one paper: the sentence after X's introduction, which most
-        often says how, joins the answer when it is not in it yet."""
-        own = [c for c in self.score(question, sources, multilingual, ask) if c.source == n]
-        _, after = self.introduction(own, list(sources[n - 1].sentence_scores), sources[n - 1].paper.name)
+    def with_mechanism(self, source: Hit, own: list[Candidate], chosen: list[Candidate]) -> list[Candidate]:
+        """ "How does X work?" about one paper (`own`: its scored sentences): the sentence after
+        X's introduction, which most often says how, joins the answer when it is not in it yet."""
+        _, after = self.introduction(own, list(source.sentence_scores), source.paper.name)
         if after is None or any(c.sentence == after for c in chosen):
             return chosen
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
 
-    def explained(
-        self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, n: int, chosen: list[Candidate]
-    ) -> list[Candidate]:
-        """How paper `n` works, or what problem it takes on: at least `explain_at_least` of its
-        sentences, the next best joining, in the abstract's order."""
+    def explained(self, source: Hit, own: list[Candidate], chosen: list[Candidate]) -> list[Candidate]:
+        """How one paper works, or what problem it takes on (`own`: its scored sentences): at least
+        `explain_at_least` of its sentences, the next best joining, in the abstract's order."""
         more = self.weights.explain_at_least - len(chosen)
         if more <= 0:
             return chosen
         taken = {c.sentence for c in chosen}
-        own = [c for c in self.score(question, sources, multilingual, ask) if c.source == n]
         added = [c for c in own if c.sentence not in taken][:more]
-        order = list(sources[n - 1].sentence_scores)
+        order = list(source.sentence_scores)
         return sorted([*chosen, *added], key=lambda c: order.index(c.sentence))
 
     def write(self, question: str, sources: list[Hit], chosen: list[Candidate]) -> str:
