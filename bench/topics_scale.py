@@ -62,7 +62,7 @@ def main() -> None:
     peak = peak_rss_mb()
     sizes = np.bincount(topics)
     print(
-        f"{args.papers} papers, {args.centres} centres: the topic step {seconds:.1f} s, peak RSS {peak:.0f} MB "
+        f"{args.papers} papers, {args.centres} centres: the topic step {seconds:.3f} s, peak RSS {peak:.0f} MB "
         f"(before it: {before:.0f} MB, the vectors {vectors.nbytes / 2**20:.0f} MB); {len(sizes)} topics of "
         f"{sizes.min()} to {sizes.max()} papers; adjusted Rand index to the centres "
         f"{adjusted_rand_score(centre, topics):.2f}"
