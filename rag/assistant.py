@@ -20,7 +20,7 @@ import numpy as np
 from . import prompts
 from .citations import Citation, CitationTracker, lexical_support
 from .config import EvidenceWeights, Settings
-from .constraints import ConstraintCheck, heaviest_unfound, support
+from .constraints import ConstraintCheck, either, heaviest_unfound, support
 from .constraints import check as check_constraints
 from .corpus import mentions
 from .errors import GeneratorError, QueryError
@@ -212,7 +212,9 @@ class Assistant:
         holding: list[str] = []
         contribution = bool(_ASKS_FOR_NEW.search(question))
         if (ask.several or ask.intent in ("list", "summary")) and not is_cjk(question) and ask.constraints:
-            holding = self.retriever.containing(ask.constraints, contribution, self.settings.term_papers_at_most)
+            holding = self.retriever.containing(
+                ask.constraints, contribution, self.settings.term_papers_at_most, ask.alternatives
+            )
         # Not the papers a follow-up borrows, which must still answer it; but a comparison sets
         # every paper it names, its own and the conversation's, side by side.
         subjects = ask.named if ask.intent == "comparison" else named
@@ -278,7 +280,7 @@ class Assistant:
         best = max(e.probability for e in evidence)
         if retrieval.multilingual:
             return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)), best)
-        checks = tuple(self.check_constraints(asked, hits, ask))
+        checks = tuple(either(self.check_constraints(asked, hits, ask), ask.alternatives if ask else (), w.soft_above))
         held = support(best, checks, w.high_above, w.soft_above)
         unfound = heaviest_unfound(checks, w.soft_above)
         if unfound is None or held > 1.0 - w.missing_below:

@@ -23,7 +23,7 @@ Hand-written: no library checks a question's constraints against retrieved passa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -98,6 +98,19 @@ def check(
         ConstraintCheck(phrase, missing, weight, similarity.get(phrase, 0.0) if missing else 1.0, another)
         for phrase, missing, weight, another in checks
     ]
+
+
+def either(
+    checks: Sequence[ConstraintCheck], alternatives: Sequence[Sequence[str]], soft_above: float
+) -> list[ConstraintCheck]:
+    """The checks with every item of an "X, Y or Z" found when one of them is: any one will do."""
+    met = {
+        phrase
+        for group in alternatives
+        if any(c.phrase in group and c.found(soft_above) for c in checks)
+        for phrase in group
+    }
+    return [replace(c, missing=(), weight=0.0, similarity=1.0) if c.phrase in met else c for c in checks]
 
 
 def support(best: float, checks: Sequence[ConstraintCheck], high_above: float, soft_above: float) -> float:

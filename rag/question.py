@@ -205,6 +205,8 @@ class Ask:
     named: tuple[Paper, ...] = ()  # the papers the question (or the conversation it follows) names
     facts: tuple[Fact, ...] = ()
     constraints: tuple[str, ...] = ()
+    # Constraints of which any one will do: the items of an "X, Y or Z" in the question.
+    alternatives: tuple[tuple[str, ...], ...] = ()
     # The question with its scaffolding cut out (commas in its place): what the papers must contain.
     topic: str = ""
     several: bool = False  # it asks for every paper that qualifies ("Which papers ...?")
@@ -293,6 +295,31 @@ def constraints_of(topic: str, named: Sequence[Paper] = ()) -> tuple[str, ...]:
     return tuple(out)
 
 
+_OR_LINK = re.compile(r"\s*(?:,\s*)?(?:or|and/or|/)\s*|\s*,\s*", re.I)
+
+
+def alternatives_of(topic: str, constraints: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """The constraints the topic joins by "or" ("spiking or binary neural networks", "Adam,
+    Shampoo or Lion"): any one of them will do. Commas alone make a group only with an "or" in it."""
+    groups: list[list[str]] = []
+    links: list[bool] = []  # per group: joined by an "or" somewhere
+    at, previous_end = 0, None
+    for phrase in constraints:
+        start = topic.find(phrase, at)
+        if start < 0:
+            previous_end = None
+            continue
+        between = topic[previous_end:start] if previous_end is not None else None
+        if between is not None and _OR_LINK.fullmatch(between):
+            groups[-1].append(phrase)
+            links[-1] = links[-1] or "," not in between.strip() or bool(re.search(r"\bor\b", between, re.I))
+        else:
+            groups.append([phrase])
+            links.append(False)
+        at = previous_end = start + len(phrase)
+    return tuple(tuple(g) for g, joined in zip(groups, links, strict=True) if len(g) > 1 and joined)
+
+
 def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
     """`named`: the papers the question names (found by the retriever's name index), and for a
     follow-up those of the conversation it continues."""
@@ -306,7 +333,8 @@ def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
         intent=intent_of(question, several),
         named=tuple(named),
         facts=facts_of(question),
-        constraints=constraints_of(topic, named),
+        constraints=(constraints := constraints_of(topic, named)),
+        alternatives=alternatives_of(topic, constraints),
         topic=topic,
         several=several,
     )

@@ -166,16 +166,24 @@ class Retriever:
             )
         return Retrieval(query=query, multilingual=multilingual, hits=hits, vector=question)
 
-    def containing(self, phrases: Sequence[str], contribution: bool, limit: int) -> list[str]:
+    def containing(
+        self, phrases: Sequence[str], contribution: bool, limit: int, alternatives: Sequence[Sequence[str]] = ()
+    ) -> list[str]:
         """The papers that contain every phrase (or an alias of it), each within one sentence
-        ("Which papers report results on LongBench?"); with `contribution`, a phrase only counts in a sentence that
-        states the paper's contribution ("Which papers propose new benchmarks?"). Candidates come
-        from BM25's inverted index, so the cost follows the phrases' postings, not the corpus.
-        Empty when more than `limit` papers qualify: a term that common does not pick papers."""
+        ("Which papers report results on LongBench?"), where of the phrases in one of
+        `alternatives` ("spiking or binary neural networks") any one will do; with `contribution`,
+        a phrase only counts in a sentence that states the paper's contribution ("Which papers
+        propose new benchmarks?"). Candidates come from BM25's inverted index, so the cost follows
+        the phrases' postings, not the corpus. Empty when more than `limit` papers qualify: a term
+        that common does not pick papers."""
+        grouped = {phrase for group in alternatives for phrase in group}
+        needs = [list(group) for group in alternatives] + [[p] for p in phrases if p not in grouped]
         # Each phrase, or the other form of an alias the corpus defines ("VLMs" and "vision-language
         # models"), or a version of the model family it names ("Qwen" and "Qwen2.5").
         vocabulary = self.vocabulary
-        forms = [[phrase, *vocabulary.other_forms(phrase), *vocabulary.versions(phrase)] for phrase in phrases]
+        forms = [
+            [form for p in need for form in (p, *vocabulary.other_forms(p), *vocabulary.versions(p))] for need in needs
+        ]
         wanted = [[s for s in map(stems, alternatives) if s] for alternatives in forms]
         wanted = [w for w in wanted if w]
         if not wanted:

@@ -41,6 +41,22 @@ def test_a_generic_suffix_is_found_with_its_head_unless_the_paper_goes_without()
     assert not words.found("video-based", ["p1"])
 
 
+def test_one_alternative_found_finds_the_others():
+    from rag.constraints import either
+
+    checks = [
+        ConstraintCheck("spiking", (), 0.0, 1.0),
+        ConstraintCheck("binary networks", ("binary",), 0.3, 0.2),
+        ConstraintCheck("robots", ("robots",), 0.2, 0.1),
+    ]
+    found = either(checks, [("spiking", "binary networks")], soft_above=0.6)
+    assert [c.found(0.6) for c in found] == [True, True, False]
+    assert heaviest_unfound(found, 0.6).phrase == "robots"
+    # No item found: the group is not met.
+    none = either(checks[1:], [("binary networks", "robots")], soft_above=0.6)
+    assert not any(c.found(0.6) for c in none)
+
+
 def test_an_alias_one_paper_defines_finds_the_other_form_in_another():
     words = vocabulary(SPIRAL, PLAIN)
     assert words.aliased("rotary position embedding", ["p3"]) == {"rotary", "position", "embedding"}

@@ -121,6 +121,16 @@ def test_named_papers_are_kept_in_the_order_asked_and_are_not_constraints():
     assert ask.to_dict()["named"] == named
 
 
+def test_constraints_joined_by_or_are_alternatives():
+    ask = analyse("Which papers deal with spiking or binary neural networks?")
+    assert ask.alternatives == (("spiking", "binary neural networks"),)
+    listed = analyse("Which theory papers study optimizers such as Adam, Shampoo, Lion or Muon?")
+    assert listed.alternatives == (("Adam", "Shampoo", "Lion", "Muon"),)
+    # "and" and bare commas join what is all wanted.
+    assert analyse("Which papers use tools, memory and code?").alternatives == ()
+    assert analyse("Which papers study graphs, text?").alternatives == ()
+
+
 def test_a_possessive_paper_name_is_not_a_constraint():
     ask = analyse("How does its approach differ from AlphaNet's?", [paper("AlphaNet")])
     assert "AlphaNet" not in " ".join(ask.constraints)

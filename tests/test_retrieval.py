@@ -77,3 +77,13 @@ def test_papers_holding_a_version_of_a_named_model_family_are_found(retriever, c
     versions_only = [pid for pid in found if not re.search(r"\bQwen\b", corpus.get(pid).text)]
     assert versions_only and all(re.search(r"\bQwen\d", corpus.get(pid).text) for pid in versions_only)
     assert all("Qwen" in corpus.get(pid).text for pid in found)
+
+
+def test_papers_holding_any_of_the_alternatives_asked_are_found(retriever, corpus):
+    """'Which papers deal with spiking or binary neural networks?': a paper with either will do."""
+    spiking = set(retriever.containing(["spiking"], False, 20))
+    binary = set(retriever.containing(["binary neural networks"], False, 20))
+    assert spiking and binary and spiking != binary
+    both = ["spiking", "binary neural networks"]
+    assert set(retriever.containing(both, False, 20, [both])) == spiking | binary
+    assert set(retriever.containing(both, False, 20)) == spiking & binary
