@@ -90,13 +90,16 @@ _RESULT = _any(
     r"\b(speed-?ups?|faster|slower|x faster)\b",
     r"多少|几倍|提升了?多|加速了?多|百分之|准确率|几个|多大|多快",
 )
+# How a question says something falls short ("What goes wrong when ...?"): a limitation asked,
+# and words that shape the question rather than say what it is about.
+_FALLS_SHORT = r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat(?:'s| is) missing\b"
 _LIMITATION = _any(
     r"\blimitations?\b",
     r"\b(drawbacks?|weakness(es)?|shortcomings?|bottlenecks?|pitfalls?|failure modes?)\b",
     r"\bwhat (problem|gap|issue|challenge)s?\b",
     r"\bwhat motivate[sd]?\b|\bmotivation\b",
     r"^\W*why\b",
-    r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat(?:'s| is) missing\b",
+    _FALLS_SHORT,
     r"\bwhat (\w+\s+){0,3}(address|tackle|solve|overcome|fix)(es|s)?\b",
     r"局限|不足|缺点|缺陷|动机|为什么|为何|解决.{0,20}?(什么|哪些)问题|针对.{0,20}?(什么|哪些)问题",
 )
@@ -154,7 +157,7 @@ _SCAFFOLDING = _any(
     r"\b(limitations?|drawbacks?|weakness(es)?|shortcomings?|motivat\w*|problems?|challenges?|issues?|gaps?)\b"
     r"(?=[^?]{0,40}\b(address|tackle|solve|overcome|fix|motivat|face|have|has|of)\w*\b)",
     r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
-    r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat(?:'s| is) missing\b|\bmissing from\b",
+    _FALLS_SHORT + r"|\bmissing from\b",
     r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
     r"\b(contributions?|idea|ideas)\b",
     r"\b(according to|roughly|approximately|about how)\b|\b(the )?acronym\b|\bstand for\b",
@@ -312,7 +315,7 @@ def alternatives_of(topic: str, constraints: Sequence[str]) -> tuple[tuple[str, 
         between = topic[previous_end:start] if previous_end is not None else None
         if between is not None and _OR_LINK.fullmatch(between):
             groups[-1].append(phrase)
-            links[-1] = links[-1] or "," not in between.strip() or bool(re.search(r"\bor\b", between, re.I))
+            links[-1] = links[-1] or between.strip() != ","
         else:
             groups.append([phrase])
             links.append(False)

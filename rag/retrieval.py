@@ -184,11 +184,11 @@ class Retriever:
         forms = [
             [form for p in need for form in (p, *vocabulary.other_forms(p), *vocabulary.versions(p))] for need in needs
         ]
-        wanted = [[s for s in map(stems, alternatives) if s] for alternatives in forms]
+        wanted = [[s for s in map(stems, options) if s] for options in forms]
         wanted = [w for w in wanted if w]
         if not wanted:
             return []
-        terms = " ".join(form for alternatives in forms for form in alternatives)
+        terms = " ".join(form for options in forms for form in options)
         candidates = _paper_ranking(
             self.index.bm25_ranking(terms, self.settings.term_candidates, self.scope), self.papers
         )
@@ -196,7 +196,7 @@ class Retriever:
         found = []
         for pid in candidates:
             sentences = [stems(text) for text in rows[pid].texts if not contribution or NEW_WORK.search(text)]
-            if all(any(w <= own for w in alternatives for own in sentences) for alternatives in wanted):
+            if all(any(w <= own for w in options for own in sentences) for options in wanted):
                 found.append(pid)
         return found if len(found) <= limit else []
 
