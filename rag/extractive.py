@@ -66,6 +66,13 @@ _WHERE_TESTED = re.compile(
 _EXPERIMENTS = re.compile(
     r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I
 )
+# A sentence claiming results rather than saying what the method does: "Extensive experiments
+# against 13 baselines demonstrate ...", "Through extensive experiments, it attains ...".
+_RESULT_CLAIM = re.compile(
+    r"\b(experiments?|results|evaluations?|empirically)\b[^.;]*?\b(show|demonstrat|confirm|indicat|reveal|"
+    r"outperform|achiev|attain|surpass)\w*",
+    re.I,
+)
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
 _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
@@ -414,7 +421,10 @@ class ExtractiveGenerator:
             # Its best sentence on the aspect other than those two: what sets it apart.
             # The abstract's opening is background the two papers share, not what sets one apart.
             rest = [c for c in own if c is not what and c.sentence not in (after, order[0])] or own
-            on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else rest[0]
+            # Unless results are asked, a claim of results ("Extensive experiments show ...") says
+            # less of how the two differ than a sentence on the method.
+            method = [c for c in rest if not _RESULT_CLAIM.search(c.sentence)] or rest
+            on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else method[0]
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))

@@ -40,6 +40,20 @@ INTENTS: tuple[Intent, ...] = (
 )
 
 
+# "What's", "How's": read as "what is", so that the question's form is seen and the contraction
+# is never a constraint. Curly apostrophes as straight ones.
+_CONTRACTION = re.compile(r"\b(what|how|where|who|why|when|which|that|it|there)'s\b", re.I)
+
+
+def expanded(question: str) -> str:
+    """The question with its spacing normalised and its contractions spelled out."""
+    return _CONTRACTION.sub(r"\1 is", " ".join(question.replace("’", "'").split()))
+
+
+# A question's form opens it, or the sentence after its context ("Prior work blamed X. Why ...?").
+_OPENS = r"(?:^|(?<=[.!?])\s)\W*"
+
+
 def _any(*patterns: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.I)
 
@@ -66,13 +80,14 @@ _SUMMARY = _any(
     r"\bwhat (has been|is being|was) done\b",
     r"\bwhat (do|does) the (corpus|conference|collection) (say|have|contain)\b",
     r"\b(landscape|state of (the )?(art|research))\b",
+    r"\b(main|key|major|common) (ideas|approaches|themes|directions|trends|findings)\b",
     r"总结|概述|综述|概括|归纳|梳理|概览",
 )
 _EXISTENCE = _any(
-    r"^\W*(is|are) there\b",
-    r"^\W*(does|do|did) (any|some|one) (of the )?(paper|work|method|study|studies|approach|model)s?\b",
-    r"^\W*has (any(one|body)?|some(one|body)?|any (paper|work))\b",
-    r"^\W*(any|anything) (paper|work|method|study|research)s? (on|about|that|which)\b",
+    _OPENS + r"(is|are) there\b",
+    _OPENS + r"(does|do|did) (any|some|one) (of the )?(paper|work|method|study|studies|approach|model)s?\b",
+    _OPENS + r"has (any(one|body)?|some(one|body)?|any (paper|work))\b",
+    _OPENS + r"(any|anything) (paper|work|method|study|research)s? (on|about|that|which)\b",
     r"有没有|是否有|有无|存在.{0,6}(论文|工作|方法|研究)吗|有.{0,8}(论文|工作|方法|研究)吗",
 )
 _DATA = _any(
@@ -92,19 +107,19 @@ _RESULT = _any(
 )
 # How a question says something falls short ("What goes wrong when ...?"): a limitation asked,
 # and words that shape the question rather than say what it is about.
-_FALLS_SHORT = r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat(?:'s| is) missing\b"
+_FALLS_SHORT = r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat is missing\b"
 _LIMITATION = _any(
     r"\blimitations?\b",
     r"\b(drawbacks?|weakness(es)?|shortcomings?|bottlenecks?|pitfalls?|failure modes?)\b",
-    r"\bwhat (problem|gap|issue|challenge)s?\b",
+    r"\bwhat (?:(is|are) the (main |key )?)?(problem|gap|issue|challenge|shortcoming)s?\b",
     r"\bwhat motivate[sd]?\b|\bmotivation\b",
-    r"^\W*why\b",
+    _OPENS + r"why\b",
     _FALLS_SHORT,
     r"\bwhat (\w+\s+){0,3}(address|tackle|solve|overcome|fix)(es|s)?\b",
     r"局限|不足|缺点|缺陷|动机|为什么|为何|解决.{0,20}?(什么|哪些)问题|针对.{0,20}?(什么|哪些)问题",
 )
 _HOW = _any(
-    r"^\W*how (does|do|did|is|are|can|could)\b",
+    _OPENS + r"how (does|do|did|is|are|can|could)\b",
     r"\bhow (it|they) works?\b",
     r"\b(mechanism|key idea|main idea|core idea|intuition|pipeline|architecture)\b",
     r"\bwhat (technique|method|approach|strategy|trick)s? (does|do|did)\b",
@@ -112,9 +127,9 @@ _HOW = _any(
     r"如何|怎么|怎样|原理|机制|是怎么",
 )
 _WHAT_IS = _any(
-    r"^\W*what (is|are)\b",
-    r"^\W*what (does|do) [^?]{1,60} (do|propose|introduce|stand for)\b",
-    r"^\W*(define|explain|describe)\b",
+    _OPENS + r"what (is|are)\b",
+    _OPENS + r"what (does|do) [^?]{1,60} (do|propose|introduce|stand for)\b",
+    _OPENS + r"(define|explain|describe)\b",
     r"\btell me about\b",
     r"是什么|什么是|介绍一下|讲了什么|做了什么",
 )
@@ -156,6 +171,7 @@ _SCAFFOLDING = _any(
     r"\b(figures?|numbers?|results?|performance|score|scores)\b",
     r"\b(limitations?|drawbacks?|weakness(es)?|shortcomings?|motivat\w*|problems?|challenges?|issues?|gaps?)\b"
     r"(?=[^?]{0,40}\b(address|tackle|solve|overcome|fix|motivat|face|have|has|of)\w*\b)",
+    r"\bthe (main |key )?(problem|issue|trouble|shortcoming)s? with\b",
     r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
     _FALLS_SHORT + r"|\bmissing from\b",
     r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
@@ -326,7 +342,7 @@ def alternatives_of(topic: str, constraints: Sequence[str]) -> tuple[tuple[str, 
 def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
     """`named`: the papers the question names (found by the retriever's name index), and for a
     follow-up those of the conversation it continues."""
-    question = " ".join(question.split())
+    question = expanded(question)
     several = asks_for_several(question)
     # In the order the question names them: a comparison sets them side by side in that order.
     named = sorted(named, key=lambda p: question.find(p.name) % (len(question) + 1))

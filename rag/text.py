@@ -89,6 +89,7 @@ class IDF:
 # Not the verbs ("which paper studies X", "why it works") nor 哪些 of other things (哪些任务: tasks).
 _SEVERAL = re.compile(
     r"\bpapers\b|\b(?:which|what|any|other|several|there)\s+(?:(?!paper\b|method\b|model\b)\w+\s+){0,2}?(?:works|studies)\b"
+    r"|\bwhat\s+(?:other\s+)?(?:work|research)\s+(?:is there|exists|has been done)\b"
     r"|哪些[^，。？?]{0,6}?(?:论文|文章|工作|研究)",
     re.I,
 )
