@@ -22,6 +22,7 @@ Hand-written: no library checks a question's constraints against retrieved passa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -59,6 +60,10 @@ class ConstraintCheck:
         return " ".join(words[at[0] : at[-1] + 1]) if at else self.phrase
 
 
+# A figure with its unit ("70B", "1.8B", "10x", "5-second"): a paper that does not give it
+# studies another scale, not the asked one in other words.
+_QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
+
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
 
 
@@ -82,7 +87,9 @@ def check(
 
     def other(word: str) -> bool:
         head = word.rsplit("-", 1)[-1]
-        return bool(name_like(f"x {word}")) or ("-" in word.strip("-") and vocabulary.found(head, paper_ids))
+        return bool(name_like(f"x {word}") or _QUANTITY.fullmatch(word)) or (
+            "-" in word.strip("-") and vocabulary.found(head, paper_ids)
+        )
 
     checks: list[tuple[str, tuple[str, ...], float, bool]] = []
     for phrase in constraints:

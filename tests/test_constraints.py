@@ -41,6 +41,22 @@ def test_a_generic_suffix_is_found_with_its_head_unless_the_paper_goes_without()
     assert not words.found("video-based", ["p1"])
 
 
+def test_a_figure_the_papers_do_not_give_is_another_scale():
+    import numpy as np
+
+    scaled = Paper("p4", "We pretrain models of 340M and 7B parameters.", "P4", None)
+    words = vocabulary(scaled, PLAIN)
+    sentences = np.zeros((1, 2), dtype=np.float32)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)
+
+    question = "At 7B or 70B parameters?"
+    given, other = check(["7B parameters", "70B parameters"], question, ["p4"], words, sentences, embed)
+    assert given.missing == () and not given.other
+    assert other.missing == ("70B",) and other.other and not other.found(0.0)
+
+
 def test_one_alternative_found_finds_the_others():
     from rag.constraints import either
 
