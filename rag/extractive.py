@@ -295,11 +295,15 @@ class ExtractiveGenerator:
             chosen = self.per_part(question, sources, multilingual, ask, chosen)
         # How one paper works, or what problem it takes on: said in more than one sentence.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
-        if ask.intent in ("how-it-works", "limitation") and one is not None:
+        if ask.intent in ("how-it-works", "limitation", "existence") and one is not None:
             own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
-            if ask.intent == "how-it-works":
+            if ask.intent in ("how-it-works", "existence"):
                 chosen = self.with_mechanism(sources[one - 1], own, chosen)
+            lead = chosen[0] if chosen else None
             chosen = self.explained(sources[one - 1], own, chosen)
+            if ask.intent == "existence" and lead is not None:
+                # "Yes: " and the sentence that says so, then how, in the abstract's order.
+                chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
         text = self.write(question, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
         return f"{absent} {text}" if absent and text else text
@@ -397,7 +401,8 @@ class ExtractiveGenerator:
     def introduction(own: list[Candidate], order: list[str], name: str) -> tuple[Candidate | None, str | None]:
         """A paper's sentence introducing its method, and the sentence after it, which most often
         says how the method works (`order`: the abstract's sentences)."""
-        what = next((c for c in own if introduces(c.sentence, name)), None)
+        by_sentence = {c.sentence: c for c in own}
+        what = next((by_sentence[s] for s in order if s in by_sentence and introduces(s, name)), None)
         after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
         return what, after
 
