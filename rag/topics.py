@@ -4,13 +4,14 @@ Each paper gets a place on a 2-D map (t-SNE or UMAP of its vector, scaled into [
 (a clustering of the vectors themselves, not of the places: a topic is a subject, wherever the
 projection puts its papers); each topic a label of the words and phrases several of its papers use
 and few others do (a class-based TF-IDF over scikit-learn's CountVectorizer, without research
-boilerplate). A paper's vector is the mean of its sentences' vectors, so both stores compute it
-from what they store (`paper_vectors`). Every step is seeded: a build of the same papers gives the
-same map.
+boilerplate). The papers that fit no topic (no sibling subject in the corpus) are set apart in a
+last topic, "other subjects", rather than mixed into the others. A paper's vector is the mean of
+its sentences' vectors, so both stores compute it from what they store (`paper_vectors`). Every
+step is seeded: a build of the same papers gives the same map.
 
 A build fits the whole map (`fit_map`). A catch-up or an add keeps every other paper where it was
 and places each new paper among its nearest papers (`place`): at their similarity-weighted mean
-position, in the topic most of their similarity falls in. Labels stay as fitted until the next
+position, in the topic most of their similarity falls in ("other subjects" too). Labels stay as fitted until the next
 full build.
 """
 

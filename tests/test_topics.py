@@ -130,27 +130,29 @@ def test_seeds_of_one_subject_share_a_topic_and_unrelated_subjects_do_not(loaded
 
 @pytest.mark.parametrize("agglomerative_up_to", [5_000, 2], ids=["ward", "spherical k-means"])
 def test_topics_are_the_groups_of_the_vectors_in_the_best_separated_count(agglomerative_up_to):
-    rng = np.random.default_rng(7)
-    centres = rng.standard_normal((6, 384))
-    group = np.repeat(np.arange(6), 10)
-    vectors = centres[group] + rng.standard_normal((60, 384)) * 0.5  # 60 papers: 6 to 15 topics are tried
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors, group = six_groups(lone=0)  # 60 papers: 6 to 23 topics are tried
     topics = topics_of(vectors, Settings(map_agglomerative_up_to=agglomerative_up_to))
     assert topic_counts(60, Settings())[0] == 6 and len(set(topics)) == 6, topics  # the six, not the most allowed
     assert all(len(set(topics[group == g])) == 1 for g in range(6)), topics
     assert list(np.bincount(topics)) == [10] * 6  # none set apart: each paper has its group
 
 
-def test_papers_without_a_sibling_subject_are_set_apart_and_the_subjects_kept_whole():
-    """Six groups of ten papers and fifteen papers each alone in its direction: clustering has to put
-    the lone papers somewhere (the topics before this step made them a topic of their own); they
-    are set apart (-1), and each group stays one topic without them. Ward's path, that of corpora
-    up to 5,000 papers (FAISS's k-means on 75 papers puts a lone paper or two in a group)."""
+def six_groups(lone: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of six groups of ten papers (cosine to their centre about 0.9), then `lone`
+    papers each alone in its direction; and the group of each of the sixty."""
     rng = np.random.default_rng(7)
     centres = rng.standard_normal((6, 384))
     group = np.repeat(np.arange(6), 10)
-    vectors = np.vstack([centres[group] + rng.standard_normal((60, 384)) * 0.5, rng.standard_normal((15, 384))])
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = np.vstack([centres[group] + rng.standard_normal((60, 384)) * 0.5, rng.standard_normal((lone, 384))])
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True), group
+
+
+def test_papers_without_a_sibling_subject_are_set_apart_and_the_subjects_kept_whole():
+    """Clustering has to put the lone papers somewhere (the topics before this step made them a
+    topic of their own); they are set apart (-1), and each group stays one topic without them.
+    Ward's path, that of corpora up to 5,000 papers (FAISS's k-means on 75 papers puts a lone
+    paper or two in a group)."""
+    vectors, group = six_groups(lone=15)
     topics = topics_of(vectors, Settings())
     assert list(topics[60:]) == [-1] * 15, topics
     assert all(len(set(topics[:60][group == g])) == 1 for g in range(6)), topics
