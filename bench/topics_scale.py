@@ -3,9 +3,9 @@ process of its own: `bench/topics_scale.py --papers 100000`.
 
 The vectors are clustered like papers: a mixture of `--centres` Gaussian centres in 384 d, each
 paper its centre plus noise (cosine to its centre about 0.6), made unit. Prints the wall time,
-the peak RSS (and the peak before the step: the
-vectors made), the topics found and their agreement with the centres
-(adjusted Rand index; fewer topics than centres caps it below 1).
+the peak RSS (and the peak before the step: the vectors made), the topics found, the papers set
+apart (no topic fits them) and the agreement of the others' topics with the centres (adjusted Rand
+index; fewer topics than centres caps it below 1).
 """
 
 from __future__ import annotations
@@ -60,12 +60,13 @@ def main() -> None:
     topics = topics_of(vectors, Settings())
     seconds = time.perf_counter() - started
     peak = peak_rss_mb()
-    sizes = np.bincount(topics)
+    kept = topics >= 0
+    sizes = np.bincount(topics[kept])
     print(
         f"{args.papers} papers, {args.centres} centres: the topic step {seconds:.3f} s, peak RSS {peak:.0f} MB "
         f"(before it: {before:.0f} MB, the vectors {vectors.nbytes / 2**20:.0f} MB); {len(sizes)} topics of "
-        f"{sizes.min()} to {sizes.max()} papers; adjusted Rand index to the centres "
-        f"{adjusted_rand_score(centre, topics):.2f}"
+        f"{sizes.min()} to {sizes.max()} papers, {np.count_nonzero(~kept)} set apart; adjusted Rand index of the "
+        f"others' topics to the centres {adjusted_rand_score(centre[kept], topics[kept]):.2f}"
     )
 
 

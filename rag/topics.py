@@ -4,13 +4,14 @@ Each paper gets a place on a 2-D map (t-SNE or UMAP of its vector, scaled into [
 (a clustering of the vectors themselves, not of the places: a topic is a subject, wherever the
 projection puts its papers); each topic a label of the words and phrases several of its papers use
 and few others do (a class-based TF-IDF over scikit-learn's CountVectorizer, without research
-boilerplate). A paper's vector is the mean of its sentences' vectors, so both stores compute it
-from what they store (`paper_vectors`). Every step is seeded: a build of the same papers gives the
-same map.
+boilerplate). The papers that fit no topic (no sibling subject in the corpus) are set apart in a
+last topic, "other subjects", rather than mixed into the others. A paper's vector is the mean of
+its sentences' vectors, so both stores compute it from what they store (`paper_vectors`). Every
+step is seeded: a build of the same papers gives the same map.
 
 A build fits the whole map (`fit_map`). A catch-up or an add keeps every other paper where it was
 and places each new paper among its nearest papers (`place`): at their similarity-weighted mean
-position, in the topic most of their similarity falls in. Labels stay as fitted until the next
+position, in the topic most of their similarity falls in ("other subjects" too). Labels stay as fitted until the next
 full build.
 """
 
@@ -36,8 +37,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Topic:
     id: int
-    label: str  # its three most distinctive words or phrases
+    label: str  # its three most distinctive words or phrases; OTHER_LABEL for the papers no topic fits
     words: list[str]  # the most distinctive first
+    other: bool = False  # the papers set apart: no topic fits them (`topics_of`); the last topic when there
+
+
+OTHER_LABEL = "other subjects"  # the label of the papers no topic fits (`topics_of`)
 
 
 @dataclass(frozen=True)
@@ -110,11 +115,13 @@ def paper_vectors(sentence_vectors: np.ndarray, counts: list[int]) -> np.ndarray
 
 def topic_counts(papers: int, settings: Settings) -> list[int]:
     """The numbers of topics to choose from: `map_topics`, or up to `map_topic_candidates` counts
-    spread evenly over [sqrt(n/2), 2 sqrt(n)] for n papers, at most `map_max_topics` and fewer than
-    the papers (a silhouette needs a topic of two papers somewhere)."""
+    spread evenly over [sqrt(n/2), 3 sqrt(n)] for n papers, at most `map_max_topics` and fewer than
+    the papers (a silhouette needs a topic of two papers somewhere). The top is high because the
+    papers no topic fits are set apart (`topics_of`): a finer count splits subjects apart rather
+    than gathering unrelated papers."""
     if settings.map_topics:
         return [max(1, min(settings.map_topics, papers))]
-    high = min(math.floor(2 * math.sqrt(papers)), settings.map_max_topics, papers - 1)
+    high = min(math.floor(3 * math.sqrt(papers)), settings.map_max_topics, papers - 1)
     if high < 2:
         return [1]
     low = min(max(2, math.ceil(math.sqrt(papers / 2))), high)
@@ -123,12 +130,17 @@ def topic_counts(papers: int, settings: Settings) -> list[int]:
 
 
 def fit_map(papers: list[Paper], vectors: np.ndarray, settings: Settings) -> TopicMap:
-    """The whole map of `papers` (row i of `vectors` is paper i's vector)."""
+    """The whole map of `papers` (row i of `vectors` is paper i's vector); the papers no topic fits
+    make the last topic, labelled OTHER_LABEL."""
     if not papers:
         return TopicMap.empty()
     xy = _layout(vectors, settings)
     labels = topics_of(vectors, settings)
-    topics = _labels([p.text for p in papers], labels, int(labels.max()) + 1, settings)
+    named = int(labels.max()) + 1
+    topics = _labels([p.text for p in papers], labels, named, settings)
+    if (labels < 0).any():
+        labels = np.where(labels < 0, named, labels)
+        topics.append(Topic(named, OTHER_LABEL, [], other=True))
     places = {
         p.paper_id: Place(round(float(x), 5), round(float(y), 5), int(t))
         for p, (x, y), t in zip(papers, xy, labels, strict=True)
@@ -137,13 +149,16 @@ def fit_map(papers: list[Paper], vectors: np.ndarray, settings: Settings) -> Top
 
 
 def topics_of(vectors: np.ndarray, settings: Settings) -> np.ndarray:
-    """Each paper's topic (0 the largest), clustering the papers' vectors less their mean (what
-    every abstract shares, 'we propose a model that...', would otherwise weigh on every distance),
-    made unit again. Up to `map_agglomerative_up_to` papers, Ward's agglomerative clustering (one
-    tree, cut at each candidate count; on the 86 seeds it kept subjects together that k-means of
-    the 2-D places split or mixed); above, FAISS's spherical k-means, whose cost grows linearly.
-    Of the `topic_counts`, the one whose topics are best separated (silhouette on cosine, on a
-    seeded sample of at most `map_silhouette_sample` papers); the fewer topics on a tie."""
+    """Each paper's topic (0 the largest), or -1 for a paper no topic fits, clustering the papers'
+    vectors less their mean (what every abstract shares, 'we propose a model that...', would
+    otherwise weigh on every distance), made unit again. Up to `map_agglomerative_up_to` papers,
+    Ward's agglomerative clustering (one tree, cut at each candidate count; on the 86 seeds it kept
+    subjects together that k-means of the 2-D places split or mixed); above, FAISS's spherical
+    k-means, whose cost grows linearly. Clustering puts every paper somewhere, and a paper without
+    a sibling subject in the corpus then makes a topic of unrelated papers: `_set_apart` takes out
+    the papers and topics that do not fit. Of the `topic_counts`, the one whose topics so kept are
+    best separated (silhouette on cosine, on a seeded sample of at most `map_silhouette_sample`
+    papers, a paper set apart counting 0); the fewer topics on a tie."""
     n = len(vectors)
     counts = topic_counts(n, settings)
     if counts == [1]:
@@ -155,18 +170,65 @@ def topics_of(vectors: np.ndarray, settings: Settings) -> np.ndarray:
         from scipy.cluster.hierarchy import fcluster, linkage
 
         tree = linkage(unit, "ward")
-        candidates = [fcluster(tree, k, "maxclust") for k in counts]
+        clusters = [fcluster(tree, k, "maxclust") - 1 for k in counts]
     else:
-        candidates = [_spherical_kmeans(unit, k, settings) for k in counts]
+        clusters = [_spherical_kmeans(unit, k, settings) for k in counts]
+    candidates = [_set_apart(unit, labels, settings) for labels in clusters]
     # argmax takes the first best: the fewer topics
     best = (
         candidates[int(np.argmax(_separations(unit, candidates, settings)))] if len(candidates) > 1 else candidates[0]
     )
     # numbered by size, largest first (the page gives the first ten its most distinct colours)
-    found, labels, sizes = np.unique(best, return_inverse=True, return_counts=True)
+    kept = best >= 0
+    found, labels, sizes = np.unique(best[kept], return_inverse=True, return_counts=True)
     rank = np.empty(len(found), np.int64)
     rank[np.argsort(-sizes, kind="stable")] = np.arange(len(found))
-    return rank[labels.ravel()]
+    out = np.full(n, -1, np.int64)
+    out[kept] = rank[labels.ravel()]
+    return out
+
+
+def _fits(unit: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """How well each paper fits its topic: its simplified silhouette on cosine, (b - a) / max(a, b)
+    with a its distance to the mean of its topic's other papers and b to the nearest other topic's
+    mean; -1 alone in its topic. The means, not every pair as in scikit-learn's
+    `silhouette_samples`: hand-written, so that it costs papers x topics at any corpus size, from
+    one product of the papers with their topics' sums, a block of papers at a time."""
+    from scipy.sparse import csr_array
+
+    n, k = len(unit), int(labels.max()) + 1
+    sizes = np.bincount(labels, minlength=k)
+    if (sizes > 0).sum() < 2:
+        return np.zeros(n)  # one topic: nothing to be nearer to
+    sums = csr_array((np.ones(n, np.float32), (labels, np.arange(n))), shape=(k, n)) @ unit
+    lengths = np.linalg.norm(sums, axis=1)
+    fits = np.empty(n)
+    for start in range(0, n, 10_000):
+        block = slice(start, start + 10_000)
+        dots = unit[block] @ sums.T  # each paper with each topic's sum
+        rows, own = np.arange(len(dots)), labels[block]
+        # the paper's own topic less itself (unit vectors: |sum - x|^2 = |sum|^2 - 2 x.sum + 1)
+        others = np.sqrt(np.maximum(lengths[own] ** 2 - 2 * dots[rows, own] + 1, 1e-12))
+        a = 1 - (dots[rows, own] - 1) / others
+        cosines = dots / np.maximum(lengths, 1e-12)
+        cosines[:, sizes == 0] = -np.inf  # a k-means centroid that no paper chose
+        cosines[rows, own] = -np.inf
+        b = 1 - cosines.max(axis=1)
+        fits[block] = (b - a) / np.maximum(np.maximum(a, b), 1e-12)
+    return np.where(sizes[labels] > 1, fits, -1.0)
+
+
+def _set_apart(unit: np.ndarray, labels: np.ndarray, settings: Settings) -> np.ndarray:
+    """`labels` less the papers no topic fits (-1): a paper nearer another topic than its own
+    (`_fits` below 0), then a topic left with one paper or whose papers fit it less than
+    `map_topic_min_fit` on average (unrelated papers that clustering had to put somewhere)."""
+    fits = _fits(unit, labels)
+    kept = fits >= 0
+    k = int(labels.max()) + 1
+    sizes = np.bincount(labels[kept], minlength=k)
+    mean_fit = np.bincount(labels[kept], weights=fits[kept], minlength=k) / np.maximum(sizes, 1)
+    kept &= ((sizes > 1) & (mean_fit >= settings.map_topic_min_fit))[labels]
+    return np.where(kept, labels, -1)
 
 
 def _layout(vectors: np.ndarray, settings: Settings) -> np.ndarray:
@@ -216,9 +278,10 @@ def _spherical_kmeans(unit: np.ndarray, k: int, settings: Settings) -> np.ndarra
 
 def _separations(unit: np.ndarray, candidates: list[np.ndarray], settings: Settings) -> list[float]:
     """Each clustering's silhouette on cosine distance (how much nearer each paper is to its own
-    topic than to the next; -1 for one topic), all on one seeded sample of at most
+    topic than to the next) over its kept papers, each paper set apart counting 0, as a paper alone
+    does in a silhouette (-1 for fewer than two topics kept); all on one seeded sample of at most
     `map_silhouette_sample` papers whose distances are computed once."""
-    from sklearn.metrics import pairwise_distances, silhouette_score
+    from sklearn.metrics import pairwise_distances, silhouette_samples
 
     n = len(unit)
     rng = np.random.default_rng(settings.map_seed)
@@ -229,12 +292,18 @@ def _separations(unit: np.ndarray, candidates: list[np.ndarray], settings: Setti
     )
     distances = pairwise_distances(unit[sample], metric="cosine")
     np.fill_diagonal(distances, 0)  # rounding leaves about 1e-7 there; a precomputed silhouette wants zeros
-    return [
-        float(silhouette_score(distances, labels[sample], metric="precomputed"))
-        if len(np.unique(labels[sample])) > 1
-        else -1.0
-        for labels in candidates
-    ]
+    separations = []
+    for labels in candidates:
+        kept = np.flatnonzero(labels[sample] >= 0)
+        topics = len(np.unique(labels[sample][kept]))
+        if 1 < topics < len(kept):
+            within = distances[np.ix_(kept, kept)]
+            separations.append(
+                float(silhouette_samples(within, labels[sample][kept], metric="precomputed").sum() / len(sample))
+            )
+        else:
+            separations.append(-1.0)
+    return separations
 
 
 # Research boilerplate that any abstract may use whatever its topic ("we propose a novel method

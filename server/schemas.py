@@ -224,9 +224,12 @@ class MapPaper(BaseModel):
 
 class MapTopic(BaseModel):
     id: int
-    label: str = Field(..., description="Its three most distinctive words (class-based TF-IDF).")
+    label: str = Field(..., description="Its three most distinctive words and phrases (class-based TF-IDF).")
     words: list[str] = Field(..., description="Its most distinctive words, the most distinctive first.")
     size: int = Field(..., description="Papers in it.")
+    other: bool = Field(
+        False, description="The papers no topic fits (labelled 'other subjects', no words); the last topic when there."
+    )
 
 
 class MapResponse(BaseModel):

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from rag.config import Settings
+from rag.topics import topic_counts
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -55,12 +58,15 @@ def test_faiss_scale_smoke(tmp_path):
 
 
 def test_topics_at_size_smoke():
-    printed = run("topics_scale.py", "--papers", "400", "--centres", "20")
-    found = re.search(r"the topic step ([\d.]+) s, peak RSS (\d+) MB .*; (\d+) topics .* centres ([\d.]+)$", printed)
+    assert 19 in topic_counts(400, Settings())  # 15 to 60 by steps of about 4
+    printed = run("topics_scale.py", "--papers", "400", "--centres", "19")
+    pattern = r"the topic step ([\d.]+) s, peak RSS (\d+) MB .*; (\d+) topics .*, (\d+) set apart; .* centres ([\d.]+)$"
+    found = re.search(pattern, printed)
     assert found, printed
-    seconds, peak, topics, rand = float(found[1]), int(found[2]), int(found[3]), float(found[4])
+    seconds, peak, topics, apart, rand = float(found[1]), int(found[2]), int(found[3]), int(found[4]), float(found[5])
     assert 0 < seconds < 120 and 50 < peak < 4096
-    assert topics == 20 and rand > 0.9, printed  # 20 groups, found as 20 topics (15 to 40 are tried)
+    # 19 groups, found as 19 topics; every paper has its group, so none is set apart
+    assert topics == 19 and apart == 0 and rand > 0.9, printed
 
 
 def test_search_at_size_smoke(index_dir, tmp_path):

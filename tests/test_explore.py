@@ -23,6 +23,9 @@ def test_map_gives_every_paper_a_place_and_a_topic_once_per_index_state(server_u
     ids = {t["id"] for t in topics}
     assert {p["topic"] for p in papers} == ids
     assert sum(t["size"] for t in topics) == 86 and all(t["label"] and t["size"] >= 1 for t in topics)
+    # the seeds without a sibling subject among them: one last topic, 'other subjects', without words
+    assert [t["other"] for t in topics] == [False] * (len(topics) - 1) + [True], topics
+    assert topics[-1]["label"] == "other subjects" and topics[-1]["words"] == []
     plain = httpx.get(f"{server_url}/map", headers={"Accept-Encoding": "identity"})
     assert "content-encoding" not in plain.headers and plain.json() == body
     again = httpx.get(f"{server_url}/map", headers={"If-None-Match": response.headers["etag"]})
@@ -86,8 +89,11 @@ def test_the_map_draws_every_paper_on_one_canvas_coloured_by_topic(page: Page, s
     expect(canvas).to_be_focused()
     expect(page.locator(".chat")).to_be_hidden()
     expect(page.locator("#map-topics li")).to_have_count(len(topics))
-    expect(page.locator("#map-topics li").first).to_contain_text(max(topics, key=lambda t: t["size"])["label"])
-    assert page.evaluate(COLOURED_PIXELS) > 86 * 20  # every dot is drawn, in colour
+    named = [t for t in topics if not t["other"]]
+    expect(page.locator("#map-topics li").first).to_contain_text(max(named, key=lambda t: t["size"])["label"])
+    expect(page.locator("#map-topics li").last).to_contain_text("other subjects")  # listed last, whatever its size
+    # every dot of a topic is drawn in colour (those of the papers no topic fits in grey)
+    assert page.evaluate(COLOURED_PIXELS) > sum(t["size"] for t in named) * 20
     # no element per paper: the view holds the canvas, the tip and one button per topic
     assert page.locator("#map-view *").count() < 12 + 4 * len(topics)
     ARTIFACTS.mkdir(exist_ok=True)

@@ -18,6 +18,7 @@ from rag.stores.faiss import load_index
 from rag.topics import (
     GENERIC_NOUNS,
     GENERIC_WORDS,
+    OTHER_LABEL,
     TopicMap,
     _labels,
     fit_map,
@@ -62,7 +63,11 @@ def test_every_paper_has_a_place_and_a_topic_and_every_topic_a_label(loaded_inde
     assert all(sizes[t.id] >= 1 for t in topic_map.topics) and sum(sizes.values()) == 86
     labels = [t.label for t in topic_map.topics]
     assert len(set(labels)) == len(labels), labels
-    for topic in topic_map.topics:
+    # the papers no topic fits, if any, make the last topic, named as such
+    named, other = [t for t in topic_map.topics if not t.other], [t for t in topic_map.topics if t.other]
+    assert topic_map.topics[len(named) :] == other and len(other) <= 1
+    assert all(t.label == OTHER_LABEL and t.words == [] for t in other)
+    for topic in named:
         assert topic.label == ", ".join(topic.words[:3]) and len(topic.words) >= 3
         # distinctive words and phrases, not the boilerplate every abstract has
         words = {word for term in topic.words for word in term.split()}
@@ -105,7 +110,9 @@ def test_a_corpus_of_a_few_papers_gets_a_map_too(corpus, papers):
     assert list(fitted.places) == [p.paper_id for p in chosen]
     assert all(0 <= p.x <= 1 and 0 <= p.y <= 1 for p in fitted.places.values())
     assert {p.topic for p in fitted.places.values()} <= {t.id for t in fitted.topics}
-    assert all(t.label for t in fitted.topics) and len(fitted.topics) in topic_counts(papers, Settings())
+    named = [t for t in fitted.topics if not t.other]
+    assert all(t.label for t in fitted.topics) and len(named) <= max(topic_counts(papers, Settings()))
+    assert fitted.topics[len(named) :] == [t for t in fitted.topics if t.other]  # the papers no topic fits: last
     assert set(fitted.sizes()) == {t.id for t in fitted.topics}  # no topic without papers
     assert fit_map([], np.zeros((0, 384), np.float32), Settings()) == TopicMap.empty()
 
@@ -118,19 +125,38 @@ def test_seeds_of_one_subject_share_a_topic_and_unrelated_subjects_do_not(loaded
     }
     assert all(len(found) == 1 for found in topics.values()), topics
     assert len(set.union(*topics.values())) == len(SUBJECTS), topics
+    assert not any(loaded_index.topic_map.topics[t].other for t in set.union(*topics.values())), topics
 
 
 @pytest.mark.parametrize("agglomerative_up_to", [5_000, 2], ids=["ward", "spherical k-means"])
 def test_topics_are_the_groups_of_the_vectors_in_the_best_separated_count(agglomerative_up_to):
-    rng = np.random.default_rng(7)
-    centres = rng.standard_normal((6, 384))
-    group = np.repeat(np.arange(6), 10)
-    vectors = centres[group] + rng.standard_normal((60, 384)) * 0.5  # 60 papers: 6 to 15 topics are tried
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors, group = six_groups(lone=0)  # 60 papers: 6 to 23 topics are tried
     topics = topics_of(vectors, Settings(map_agglomerative_up_to=agglomerative_up_to))
     assert topic_counts(60, Settings())[0] == 6 and len(set(topics)) == 6, topics  # the six, not the most allowed
     assert all(len(set(topics[group == g])) == 1 for g in range(6)), topics
-    assert list(np.bincount(topics)) == [10] * 6
+    assert list(np.bincount(topics)) == [10] * 6  # none set apart: each paper has its group
+
+
+def six_groups(lone: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of six groups of ten papers (cosine to their centre about 0.9), then `lone`
+    papers each alone in its direction; and the group of each of the sixty."""
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((6, 384))
+    group = np.repeat(np.arange(6), 10)
+    vectors = np.vstack([centres[group] + rng.standard_normal((60, 384)) * 0.5, rng.standard_normal((lone, 384))])
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True), group
+
+
+def test_papers_without_a_sibling_subject_are_set_apart_and_the_subjects_kept_whole():
+    """Clustering has to put the lone papers somewhere (the topics before this step made them a
+    topic of their own); they are set apart (-1), and each group stays one topic without them.
+    Ward's path, that of corpora up to 5,000 papers (FAISS's k-means on 75 papers puts a lone
+    paper or two in a group)."""
+    vectors, group = six_groups(lone=15)
+    topics = topics_of(vectors, Settings())
+    assert list(topics[60:]) == [-1] * 15, topics
+    assert all(len(set(topics[:60][group == g])) == 1 for g in range(6)), topics
+    assert sorted(topics[:60][group == g][0] for g in range(6)) == list(range(6)), topics
 
 
 def test_the_diffusion_language_model_speed_ups_are_one_topic_and_each_others_neighbours(loaded_index, settings):

@@ -33,10 +33,11 @@ if TYPE_CHECKING:
 
     from ..ray_embedding import RayEmbedding
 
-# 7: topics clustered from the paper vectors, not the map's places (rag/topics.py); 6: topic labels
-# of phrases; 5: the aliases the papers define (Lexicon.aliases); 4: a map and topics; 3: FAISS
-# sentences as spans (sentences.npz); 2: its Lexicon
-FORMAT_VERSION = 7
+# 8: the papers no topic fits set apart in a last topic, `other` (rag/topics.py); 7: topics
+# clustered from the paper vectors, not the map's places; 6: topic labels of phrases; 5: the aliases
+# the papers define (Lexicon.aliases); 4: a map and topics; 3: FAISS sentences as spans
+# (sentences.npz); 2: its Lexicon
+FORMAT_VERSION = 8
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 

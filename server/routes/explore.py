@@ -55,7 +55,10 @@ def _map(index: SearchIndex) -> dict:
                 "topic": place.topic,
             }
         )
-    topics = [{"id": t.id, "label": t.label, "words": t.words, "size": sizes[t.id]} for t in topic_map.topics]
+    topics = [
+        {"id": t.id, "label": t.label, "words": t.words, "size": sizes[t.id], "other": t.other}
+        for t in topic_map.topics
+    ]
     return {"papers": papers, "topics": topics}
 
 

@@ -10,11 +10,13 @@ const MAP_GRID = 64;     // cells per side of the grid that finds the dot under 
 const MAP_REACH = 10;    // px: how near the pointer a dot must be to be picked
 const map = { loaded: null, n: 0, only: null, selected: -1, width: 0, height: 0 };
 
-// Tableau's ten colours, then hues a golden angle apart.
-const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#7f7f7f"];
+// Tableau's ten colours, then hues a golden angle apart; its grey, paler, for the papers no topic fits.
+const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"];
+const OTHER_COLOUR = "#c7c7c7";
 
-function topicColour(id) {
-  return id < PALETTE.length ? PALETTE[id] : `hsl(${(id * 137.508) % 360} 60% 45%)`;
+function topicColour(t) {
+  if (t.other) return OTHER_COLOUR;
+  return t.id < PALETTE.length ? PALETTE[t.id] : `hsl(${(t.id * 137.508) % 360} 60% 45%)`;
 }
 
 async function loadMap() {
@@ -72,10 +74,12 @@ function drawMap() {
   const g = base.getContext("2d");
   g.scale(dpr, dpr);
   const size = map.n > 20000 ? 1.5 : map.n > 2000 ? 2.5 : 4;  // squares when many, else round dots
-  for (const faded of [true, false]) {  // the chosen topic's dots over the others
-    for (const t of map.topics) {
+  // the chosen topic's dots over the others, and the topics' over those no topic fits
+  const under = [...map.topics].sort((a, b) => Number(b.other) - Number(a.other));
+  for (const faded of [true, false]) {
+    for (const t of under) {
       if ((map.only !== null && map.only !== t.id) !== faded) continue;
-      g.fillStyle = topicColour(t.id);
+      g.fillStyle = topicColour(t);
       g.globalAlpha = faded ? 0.15 : 1;
       g.beginPath();
       const { start, order } = map.byTopic;
@@ -94,7 +98,8 @@ function drawMap() {
   for (const t of map.topics) {
     const { start, order } = map.byTopic;
     const count = start[t.id + 1] - start[t.id];
-    if (!count || (map.only !== null && map.only !== t.id)) continue;
+    // no label for the papers no topic fits: they lie anywhere, their median names no place
+    if (!count || t.other || (map.only !== null && map.only !== t.id)) continue;
     // at the median of its dots: a topic is a subject, not a region, so its dots may lie in
     // several places, and a mean could fall in a gap between them
     const xs = new Float32Array(count), ys = new Float32Array(count);
@@ -172,15 +177,16 @@ function dotToward(from, dx, dy) {
 function renderTopics() {
   const list = $("map-topics");
   list.replaceChildren();
-  for (const t of [...map.topics].sort((a, b) => b.size - a.size)) {
+  // the largest first, the papers no topic fits last
+  for (const t of [...map.topics].sort((a, b) => Number(a.other) - Number(b.other) || b.size - a.size)) {
     const item = document.createElement("li");
     const button = document.createElement("button");
     button.type = "button";
     button.setAttribute("aria-pressed", String(map.only === t.id));
-    button.title = t.words.join(", ");
+    button.title = t.other ? "Papers with no close neighbours in any topic" : t.words.join(", ");
     const swatch = document.createElement("span");
     swatch.className = "swatch";
-    swatch.style.background = topicColour(t.id);
+    swatch.style.background = topicColour(t);
     button.append(swatch, `${t.label} (${t.size})`);
     button.addEventListener("click", () => {
       map.only = map.only === t.id ? null : t.id;
