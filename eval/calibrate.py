@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
@@ -76,34 +78,66 @@ def examples(settings: Settings):
     return rows
 
 
+# The sign each evidence feature's weight must have (EvidenceWeights' bounds): more cosine,
+# coverage or margin is never evidence against a paper, an unknown name or words found elsewhere
+# never for it. The chunk and sentence cosines are collinear (0.85), so an unbounded fit can give
+# one of them a negative weight that the settings refuse.
+EVIDENCE_SIGNS = {"dense": 1, "sentence": 1, "coverage": 1, "margin": 1, "unknown_name": -1, "elsewhere": -1}
+
+
 class RawLogistic:
     """A logistic regression fitted on standardised features (so regularisation treats a cosine
-    that varies by 0.02 like one that varies by 0.3), with its weights stated for raw features."""
+    that varies by 0.02 like one that varies by 0.3), with its weights stated for raw features.
+    `signs`: per feature, the sign its weight must have (0: any); then the L2-regularised log-loss
+    scikit-learn minimises is minimised by SciPy's L-BFGS-B within those bounds, which
+    LogisticRegression does not take."""
 
-    def __init__(self, strength: float):
+    def __init__(self, strength: float, signs: tuple[int, ...] | None = None):
         self.strength = strength
+        self.signs = signs
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> RawLogistic:
         self.mean, self.std = X.mean(axis=0), X.std(axis=0) + 1e-9
-        model = LogisticRegression(C=self.strength, max_iter=5000).fit((X - self.mean) / self.std, y)
-        self.coef = model.coef_[0] / self.std
-        self.intercept = float(model.intercept_[0] - (model.coef_[0] * self.mean / self.std).sum())
+        Z = (X - self.mean) / self.std
+        if self.signs is None:
+            model = LogisticRegression(C=self.strength, max_iter=5000).fit(Z, y)
+            coef, intercept = model.coef_[0], float(model.intercept_[0])
+        else:
+            coef, intercept = self._bounded(Z, y)
+        self.coef = coef / self.std
+        self.intercept = float(intercept - (coef * self.mean / self.std).sum())
         return self
+
+    def _bounded(self, Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+        sign = 2 * y - 1
+
+        def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
+            w, b = params[:-1], params[-1]
+            margin = sign * (Z @ w + b)
+            value = np.logaddexp(0, -margin).sum() * self.strength + 0.5 * w @ w
+            slope = -sign * expit(-margin) * self.strength
+            return float(value), np.append(Z.T @ slope + w, slope.sum())
+
+        bounds = [(0, None) if s > 0 else (None, 0) if s < 0 else (None, None) for s in self.signs or ()]
+        fitted = minimize(loss, np.zeros(Z.shape[1] + 1), jac=True, method="L-BFGS-B", bounds=[*bounds, (None, None)])
+        return fitted.x[:-1], float(fitted.x[-1])
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-(X @ self.coef + self.intercept)))
 
 
-def fit(rows: list[dict], label: str, strength: float, features: str = "x") -> tuple[RawLogistic, np.ndarray]:
+def fit(
+    rows: list[dict], label: str, strength: float, features: str = "x", signs: tuple[int, ...] | None = None
+) -> tuple[RawLogistic, np.ndarray]:
     """The model (`strength`: inverse regularisation) and its cross-validated predictions."""
     X = np.array([r[features] for r in rows])
     y = np.array([r["gold"] for r in rows], dtype=int)
     groups = np.array([r["question"] for r in rows])
     predicted = np.zeros(len(rows))
     for train, held in GroupKFold(n_splits=10).split(X, y, groups):
-        predicted[held] = RawLogistic(strength).fit(X[train], y[train]).predict(X[held])
+        predicted[held] = RawLogistic(strength, signs).fit(X[train], y[train]).predict(X[held])
     print(f"{label}: {len(rows)} retrieved papers, {int(y.sum())} gold")
-    return RawLogistic(strength).fit(X, y), np.where([r["named"] for r in rows], 1.0, predicted)
+    return RawLogistic(strength, signs).fit(X, y), np.where([r["named"] for r in rows], 1.0, predicted)
 
 
 def best_per_question(rows: list[dict], predicted: np.ndarray) -> dict[tuple, float]:
@@ -225,7 +259,7 @@ def main() -> None:
     )
     for family in ("english", "multilingual"):
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
-        model, predicted = fit(subset, family, strength=1.0)
+        model, predicted = fit(subset, family, strength=1.0, signs=tuple(EVIDENCE_SIGNS[f] for f in FEATURES))
         threshold = threshold_for(subset, predicted)
         report(subset, predicted, threshold)
         weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef, strict=True))

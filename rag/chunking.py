@@ -7,6 +7,7 @@ so `chunk_size` counts the word pieces the model sees and no text is cut off at 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -53,6 +54,9 @@ def chunk_papers(
 
 
 _sentence_tokenizer = None
+# Punkt's English model does not know these abbreviations and ends a sentence at them
+# ("a novel Tabular More vs. Fewer loss"): such a piece runs on into the next.
+_ABBREVIATION_END = re.compile(r"\b(?:vs|e\.g|i\.e|cf|et al)\.$", re.I)
 
 
 def split_sentences(paper: Paper) -> list[Sentence]:
@@ -61,8 +65,14 @@ def split_sentences(paper: Paper) -> list[Sentence]:
     global _sentence_tokenizer
     if _sentence_tokenizer is None:
         _sentence_tokenizer = split_by_sentence_tokenizer()
-    sentences, cursor = [], 0
+    pieces: list[str] = []
     for piece in _sentence_tokenizer(paper.text):
+        if pieces and _ABBREVIATION_END.search(pieces[-1].strip()):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    sentences, cursor = [], 0
+    for piece in pieces:
         text = piece.strip()
         if not text:
             continue

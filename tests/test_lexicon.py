@@ -49,6 +49,14 @@ def test_a_name_is_found_only_as_a_whole_word(name, before, after):
     assert set(FINDER.named(text)) == read_by_scan(text)
 
 
+def test_a_sentence_runs_on_past_an_abbreviation():
+    paper = Paper("p", "We add a More vs. Fewer loss, e.g. for MRI. It ranks models.", "P", None)
+    assert [s.text for s in split_sentences(paper)] == [
+        "We add a More vs. Fewer loss, e.g. for MRI.",
+        "It ranks models.",
+    ]
+
+
 def test_lexicon_without_papers_is_the_count_of_the_rest():
     sentences = [s.text for p in PAPERS for s in split_sentences(p)]
     whole = Lexicon.count(PAPERS, sentences)
