@@ -37,7 +37,6 @@ from rag.constraints import support  # noqa: E402
 from rag.evaluation import SPLITS, leave_one_out, load_questions  # noqa: E402
 from rag.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E402
 from rag.stores import load_index  # noqa: E402
-from rag.text import asks_for_several  # noqa: E402
 
 FALSE_ABSTENTION = 0.03  # the ceiling on abstaining on an answerable question
 PRECISION_OF_HIGH = 0.95  # the floor on the share of confident answers that cite a gold paper
@@ -55,8 +54,7 @@ def examples(settings: Settings):
         assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
         retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
         assessed = assistant.assess(retrieval, q["question"])
-        several = asks_for_several(retrieval.query) and bool(q["gold"]) and not q.get("exclude")
-        for hit, evidence, sx in zip(retrieval.hits, assessed, several_features(assessed), strict=True):
+        for hit, evidence in zip(retrieval.hits, assessed, strict=True):
             rows.append(
                 {
                     "question": q["id"].removesuffix("-loo"),
@@ -68,9 +66,6 @@ def examples(settings: Settings):
                     "gold": hit.paper.paper_id in q["gold"],
                     "x": evidence.features(),
                     "probability": evidence.probability,
-                    "several": several,
-                    "sx": sx,
-                    "gold_count": len(q["gold"]),
                     "query": retrieval.query,  # what was searched, and the paper found (eval/judge.py reads them)
                     "hit": hit,
                 }
@@ -83,6 +78,38 @@ def examples(settings: Settings):
 # never for it. The chunk and sentence cosines are collinear (0.85), so an unbounded fit can give
 # one of them a negative weight that the settings refuse.
 EVIDENCE_SIGNS = {"dense": 1, "sentence": 1, "coverage": 1, "margin": 1, "unknown_name": -1, "elsewhere": -1}
+
+
+def several_examples(settings: Settings) -> list[dict]:
+    """The papers an English dev question asking for several papers may cite, as the assistant
+    sees them (its analysis, the longer list retrieved for a list and the papers tied to the
+    question), labelled 1 when gold; the best-scored paper of each question is always cited."""
+    index = load_index(settings)
+    assistant = Assistant(index, settings)
+    rows = []
+    for q in load_questions(SPLITS["dev"], index.corpus):
+        query, alone = assistant.condense(q["question"], q["history"])
+        ask = assistant.analyse(q["question"], query)
+        if not q["gold"] or not (ask.several or ask.intent in ("list", "summary")):
+            continue
+        retrieval = assistant.retrieve(query, alone, max(settings.k, settings.list_sources), ask.tied)
+        if retrieval.multilingual:
+            continue
+        assessed = assistant.assess(retrieval, q["question"], ask.tied, ask.listing)
+        hits = assistant.candidates(retrieval, ask.tied, ask.listing)
+        best = max(range(len(assessed)), key=lambda i: assessed[i].probability)
+        for i, (hit, evidence, sx) in enumerate(zip(hits, assessed, several_features(assessed), strict=True)):
+            rows.append(
+                {
+                    "question": q["id"],
+                    "gold": hit.paper.paper_id in q["gold"],
+                    "named": evidence.named,
+                    "sx": sx,
+                    "best": i == best,
+                    "gold_count": len(q["gold"]),
+                }
+            )
+    return rows
 
 
 class RawLogistic:
@@ -278,12 +305,7 @@ def main() -> None:
         f"  confidence on {'+'.join(splits)} (the weights in the settings): precision of high {precision:.3f}, "
         f"coverage (answerable answered high citing a gold paper) {coverage:.3f}"
     )
-    several = [r for r in rows if r["several"] and not r["multilingual"]]
-    for question in {r["question"] for r in several}:  # the paper the evidence model likes best is always cited
-        own = [r for r in several if r["question"] == question]
-        best = max(own, key=lambda r: r["probability"])
-        for r in own:
-            r["best"] = r is best
+    several = several_examples(settings)
     model, predicted = fit(several, "several papers", strength=1.0, features="sx")
     report_several(several, predicted, SeveralWeights.model_fields["cite_above"].default)
     weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(SEVERAL_FEATURES, model.coef, strict=True))
