@@ -77,6 +77,8 @@ _RESULT_CLAIM = re.compile(
 _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
 )
+# "What do the papers on X propose?": each paper's contribution is asked.
+_ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
 _LEAD_IN = re.compile(
@@ -213,6 +215,8 @@ class ExtractiveGenerator:
                     score += spread * w.motivation
                 if wants_mechanism and _MECHANISM.search(sentence):
                     score += spread * w.mechanism
+                if (wants_mechanism or wants_problem) and _RESULT_CLAIM.search(sentence):
+                    score -= spread * w.claim
                 if _BOILERPLATE.search(sentence):
                     # "Code is available at ..." answers a question about code and nothing else.
                     score += w.boilerplate if wants_code else -w.boilerplate
@@ -442,7 +446,7 @@ class ExtractiveGenerator:
         w = self.weights
         candidates = self.score(question, sources, is_cjk(question), ask)
         best = self.best_per_paper(candidates)
-        if ask.intent == "summary" or NEW_WORK.search(ask.question):
+        if ask.intent == "summary" or NEW_WORK.search(ask.question) or _ASKS_CONTRIBUTION.search(ask.question):
             # A summary, or papers asked for what they contribute: the sentence saying what that is.
             best |= self.best_per_paper(candidates, NEW_WORK)
         order = sorted(best)[: w.max_papers]

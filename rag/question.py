@@ -50,8 +50,9 @@ def expanded(question: str) -> str:
     return _CONTRACTION.sub(r"\1 is", " ".join(question.replace("’", "'").split()))
 
 
-# A question's form opens it, or the sentence after its context ("Prior work blamed X. Why ...?").
-_OPENS = r"(?:^|(?<=[.!?])\s)\W*"
+# A question's form opens it, or follows its context ("Prior work blamed X. Why ...?", "In
+# unsupervised environment design, why ...?").
+_OPENS = r"(?:^|(?<=[.!?,])\s)\W*"
 
 
 def _any(*patterns: str) -> re.Pattern[str]:
@@ -113,15 +114,16 @@ _LIMITATION = _any(
     r"\b(drawbacks?|weakness(es)?|shortcomings?|bottlenecks?|pitfalls?|failure modes?)\b",
     r"\bwhat (?:(is|are) the (main |key )?)?(problem|gap|issue|challenge|shortcoming)s?\b",
     r"\bwhat motivate[sd]?\b|\bmotivation\b",
-    _OPENS + r"why\b",
     _FALLS_SHORT,
+    r"\b(struggles?|struggled|fails?|failed|suffers?|suffered|breaks? down)\b",
     r"\bwhat (\w+\s+){0,3}(address|tackle|solve|overcome|fix)(es|s)?\b",
-    r"局限|不足|缺点|缺陷|动机|为什么|为何|解决.{0,20}?(什么|哪些)问题|针对.{0,20}?(什么|哪些)问题",
+    r"局限|不足|缺点|缺陷|动机|解决.{0,20}?(什么|哪些)问题|针对.{0,20}?(什么|哪些)问题",
 )
 _HOW = _any(
     _OPENS + r"how (does|do|did|is|are|can|could)\b",
     r"\bhow (it|they) works?\b",
-    r"\b(mechanism|key idea|main idea|core idea|intuition|pipeline|architecture)\b",
+    r"\b(mechanism|key idea|main idea|core idea|intuition|pipeline|architecture|building blocks)\b",
+    r"\b(main|key|core) (components|parts|ingredients|modules|stages|steps)\b",
     r"\bwhat (technique|method|approach|strategy|trick)s? (does|do|did)\b",
     r"\bwork\?\s*$",
     r"如何|怎么|怎样|原理|机制|是怎么",
@@ -133,10 +135,13 @@ _WHAT_IS = _any(
     r"\btell me about\b",
     r"是什么|什么是|介绍一下|讲了什么|做了什么",
 )
+# "Why ...?" asks for a reason, whatever figure it mentions ("Why do they give disappointing speedups?").
+_WHY = _any(_OPENS + r"why\b", r"为什么|为何")
 _ORDER: tuple[tuple[Intent, re.Pattern[str]], ...] = (
     ("comparison", _COMPARISON),
     ("summary", _SUMMARY),
     ("existence", _EXISTENCE),
+    ("limitation", _WHY),
     ("data", _DATA),
     ("result", _RESULT),
     ("limitation", _LIMITATION),
@@ -175,6 +180,7 @@ _SCAFFOLDING = _any(
     r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
     _FALLS_SHORT + r"|\bmissing from\b",
     r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
+    r"\bbuilding blocks\b|\b(main|key|core) (components|parts|ingredients)\b",
     r"\b(contributions?|idea|ideas)\b",
     r"\b(according to|roughly|approximately|about how)\b|\b(the )?acronym\b|\bstand for\b",
     r"\bas (ways?|approaches|methods|means|techniques|examples|instances) (to|of|for)\b",
