@@ -303,10 +303,10 @@ class ExtractiveGenerator:
             own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
             if ask.intent in ("how-it-works", "existence"):
                 chosen = self.with_mechanism(sources[one - 1], own, chosen)
-            lead = chosen[0] if chosen else None
+            # "Yes: " and the sentence that says so, then how, in the abstract's order.
+            lead = chosen[0] if ask.intent == "existence" and chosen else None
             chosen = self.explained(sources[one - 1], own, chosen)
-            if ask.intent == "existence" and lead is not None:
-                # "Yes: " and the sentence that says so, then how, in the abstract's order.
+            if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
         text = self.write(question, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
