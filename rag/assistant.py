@@ -222,7 +222,7 @@ class Assistant:
         # A paper without the term cannot qualify when the term is a name ("LongBench", "Qwen") or
         # what the papers must contribute ("propose new benchmarks"); a topic in plain words
         # ("diffusion policies") is matched by meaning too.
-        exclusive = bool(holding) and (contribution or all(name_like(f"x {c}") for c in ask.constraints))
+        exclusive = bool(holding) and (contribution or all(name_like(f"x {c}") == c.split() for c in ask.constraints))
         return replace(ask, tied=tuple(tied), only=tuple(tied) if exclusive else ())
 
     def retrieve(
@@ -308,6 +308,7 @@ class Assistant:
             np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),
             embed,
             self.naming(hits, asked),
+            [text for hit in hits for text in hit.sentences.texts],
         )
 
     @staticmethod

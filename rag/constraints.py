@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .evidence import Vocabulary, name_like, question_phrases
-from .text import stems
+from .text import HYPHENATED_WORD, stems
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ def check(
     sentence_vectors: np.ndarray,
     embed: Embed,
     naming: frozenset[str] | set[str] = frozenset(),
+    texts: Sequence[str] = (),
 ) -> list[ConstraintCheck]:
     """Each constraint, found by words, aliases or softly in the papers `paper_ids` (whose
     sentences' unit vectors are the rows of `sentence_vectors`). `naming`: the stems of the paper
@@ -91,12 +92,31 @@ def check(
             "-" in word.strip("-") and vocabulary.found(head, paper_ids)
         )
 
+    followers: dict[str, set[str]] = {}  # per word of the papers' sentences, the words written after it
+    for text in texts:
+        tokens = HYPHENATED_WORD.findall(text.lower())
+        for first, then in zip(tokens, tokens[1:], strict=False):
+            followers.setdefault(first, set()).add(then)
+
+    def another_head(words: list[str], missing: tuple[str, ...]) -> bool:
+        """A missing word after a hyphenated modifier the papers write before another word
+        ("AI-generated images" where they say "AI-generated text"): another thing of that kind,
+        as a missing modifier of a word they hold is."""
+        return any(
+            w in missing
+            and "-" in before.strip("-")
+            and before not in missing
+            and bool(followers.get(before.lower(), set()) - {w.lower()})
+            for before, w in zip(words, words[1:], strict=False)
+        )
+
     checks: list[tuple[str, tuple[str, ...], float, bool]] = []
     for phrase in constraints:
         words = [w for run in question_phrases(phrase) for w in run]
         aliased = vocabulary.aliased(phrase, paper_ids)
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
-        checks.append((phrase, missing, weigh(missing) / total if total else 0.0, any(map(other, missing))))
+        another = any(map(other, missing)) or another_head(words, missing)
+        checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
     similarity: dict[str, float] = {}
     if unfound and len(sentence_vectors):

@@ -57,6 +57,28 @@ def test_a_figure_the_papers_do_not_give_is_another_scale():
     assert other.missing == ("70B",) and other.other and not other.found(0.0)
 
 
+def test_another_word_after_a_hyphenated_modifier_the_papers_hold_is_another_thing():
+    import numpy as np
+
+    cracker = Paper("p5", "We remove watermarks from AI-generated text with reinforcement learning.", "P5", None)
+    words = vocabulary(cracker, PLAIN)
+    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+
+    question = "Which method removes watermarks from AI-generated images or AI-generated text?"
+    texts = [cracker.text]
+    images, text = check(
+        ["AI-generated images", "AI-generated text"], question, ["p5"], words, sentences, embed, texts=texts
+    )
+    assert images.missing == ("images",) and images.other and not images.found(0.0)
+    assert text.missing == () and not text.other
+    # Without the papers' sentences the word is only missing, and the soft match may find it.
+    alone = check(["AI-generated images"], question, ["p5"], words, sentences, embed)[0]
+    assert not alone.other and alone.found(0.5)
+
+
 def test_one_alternative_found_finds_the_others():
     from rag.constraints import either
 
@@ -115,6 +137,9 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
 def test_a_swapped_constraint_is_named_and_not_answered_high(assistant):
     answered = assistant.ask("Does Spiral RoPE improve video generation models?")
     assert answered.confidence == "low" and answered.missing and "video" in answered.missing
+    images = "Is there a method that removes watermarks from AI-generated images with reinforcement learning?"
+    answered = assistant.ask(images)  # the paper removes them from AI-generated text
+    assert answered.confidence == "low" and answered.missing == "AI-generated images"
     assert answered.support < 1
     sure = assistant.ask("Does Spiral RoPE improve vision transformers?")
     assert sure.confidence == "high" and sure.support == 1.0
