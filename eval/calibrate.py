@@ -7,8 +7,9 @@ for questions in other scripts (the same features, multilingual-e5 cosines), fit
 standardised features and checked by 10-fold cross-validation grouped by question. The
 multilingual set is small and its cosines vary little, so its probabilities are less confident.
 `answer_above` is the cross-validated probability under which 3 % of the answerable dev
-questions would be refused. A third regression, on the dev questions that ask for several
-papers, says which retrieved papers belong in their answer (`SeveralWeights`, cited above 0.5).
+questions would be refused. A third regression, on the dev questions answered as a list (their
+papers as the assistant sees them), says which papers belong in the answer (`SeveralWeights`,
+cited above `cite_above`). The weights are fitted within their signs (`EVIDENCE_SIGNS`).
 Then `high_above`, `missing_below` and `soft_above`, which split answers into high and low
 confidence (rag/constraints.py): the triple under which the most answerable questions of the
 tuning splits (dev, its leave-one-out variants, eval/dev_contrast.jsonl's contrast twins and
