@@ -145,8 +145,8 @@ class EvidenceSettings(BaseModel):
         SeveralWeights(
             bias=-2.77, dense=1.91, sentence=4.19, coverage=5.21, dense_gap=1.21, sentence_gap=4.41, coverage_gap=4.37
         ),
-        description="Which papers an English 'Which papers...?' question cites "
-        "(fitted on dev's several-papers questions).",
+        description="Which papers an English list or summary cites (fitted by eval/calibrate.py on dev's "
+        "questions answered as a list, their papers as the assistant retrieves and ties them).",
     )
     several_cite_share: float = Field(
         0.2,
