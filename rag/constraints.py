@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 
@@ -92,22 +93,23 @@ def check(
             "-" in word.strip("-") and vocabulary.found(head, paper_ids)
         )
 
-    followers: dict[str, set[str]] = {}  # per word of the papers' sentences, the words written after it
-    for text in texts:
-        tokens = HYPHENATED_WORD.findall(text.lower())
-        for first, then in zip(tokens, tokens[1:], strict=False):
-            followers.setdefault(first, set()).add(then)
+    # The papers' sentences as words, read only for a question that needs them (most never do).
+    written = cache(lambda: [HYPHENATED_WORD.findall(text.lower()) for text in texts])
 
     def another_head(words: list[str], missing: tuple[str, ...]) -> bool:
         """A missing word after a hyphenated modifier the papers write before another word
         ("AI-generated images" where they say "AI-generated text"): another thing of that kind,
         as a missing modifier of a word they hold is."""
-        return any(
-            w in missing
-            and "-" in before.strip("-")
-            and before not in missing
-            and bool(followers.get(before.lower(), set()) - {w.lower()})
+        asked = [
+            (before.lower(), w.lower())
             for before, w in zip(words, words[1:], strict=False)
+            if w in missing and "-" in before.strip("-") and before not in missing
+        ]
+        return any(
+            first == before and then != w
+            for before, w in asked
+            for tokens in written()
+            for first, then in zip(tokens, tokens[1:], strict=False)
         )
 
     checks: list[tuple[str, tuple[str, ...], float, bool]] = []
