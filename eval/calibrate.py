@@ -81,6 +81,14 @@ def examples(settings: Settings):
 EVIDENCE_SIGNS = {"dense": 1, "sentence": 1, "coverage": 1, "margin": 1, "unknown_name": -1, "elsewhere": -1}
 
 
+def asked(assistant: Assistant, settings: Settings, q: dict):
+    """A question's analysis and its retrieval, as the assistant answers it (a list retrieves more)."""
+    query, alone = assistant.condense(q["question"], q["history"])
+    ask = assistant.analyse(q["question"], query)
+    k = max(settings.k, settings.list_sources) if ask.listing else None
+    return ask, assistant.retrieve(query, alone, k, ask.tied)
+
+
 def several_examples(settings: Settings) -> list[dict]:
     """The papers an English dev question asking for several papers may cite, as the assistant
     sees them (its analysis, the longer list retrieved for a list and the papers tied to the
@@ -89,12 +97,10 @@ def several_examples(settings: Settings) -> list[dict]:
     assistant = Assistant(index, settings)
     rows = []
     for q in load_questions(SPLITS["dev"], index.corpus):
-        query, alone = assistant.condense(q["question"], q["history"])
-        ask = assistant.analyse(q["question"], query)
-        if not q["gold"] or not (ask.several or ask.intent in ("list", "summary")):
+        if not q["gold"]:
             continue
-        retrieval = assistant.retrieve(query, alone, max(settings.k, settings.list_sources), ask.tied)
-        if retrieval.multilingual:
+        ask, retrieval = asked(assistant, settings, q)
+        if not (ask.several or ask.intent in ("list", "summary")) or retrieval.multilingual:
             continue
         assessed = assistant.assess(retrieval, q["question"], ask.tied, ask.listing)
         hits = assistant.candidates(retrieval, ask.tied, ask.listing)
@@ -238,10 +244,7 @@ def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
     rows = []
     for q in questions:
         asker = Assistant(index, settings, exclude=q["exclude"]) if q.get("exclude") else seeing
-        query, alone = asker.condense(q["question"], q["history"])
-        ask = asker.analyse(q["question"], query)
-        k = max(settings.k, settings.list_sources) if ask.listing else None
-        retrieval = asker.retrieve(query, alone, k, ask.tied)
+        ask, retrieval = asked(asker, settings, q)
         verdict = asker.judge(retrieval, q["question"], ask)
         rows.append(
             {
