@@ -309,6 +309,7 @@ class Assistant:
             embed,
             self.naming(hits, asked),
             [text for hit in hits for text in hit.sentences.texts],
+            self.settings.modifier_term_uses,
         )
 
     @staticmethod

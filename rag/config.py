@@ -486,6 +486,14 @@ class Settings(BaseSettings):
     )
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)
+    modifier_term_uses: int = Field(
+        2,
+        ge=2,
+        le=10,
+        description="A question's word before words the answering papers write this many times after one other "
+        "modifier is that modifier swapped ('continuous neural samplers' where they say 'discrete neural "
+        "samplers'): another thing, never high (rag/constraints.py). 2 on dev and its contrast pairs.",
+    )
     support_threshold: float = Field(
         0.5, description="A cited sentence needs this lexical overlap or cosine with its source."
     )

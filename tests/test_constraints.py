@@ -79,6 +79,33 @@ def test_another_word_after_a_hyphenated_modifier_the_papers_hold_is_another_thi
     assert not alone.other and alone.found(0.5)
 
 
+def test_another_modifier_of_a_term_the_papers_repeat_is_another_thing():
+    import numpy as np
+
+    sampler = Paper(
+        "p6",
+        "Discrete neural samplers collapse onto few modes. We make discrete neural samplers explore, "
+        "avoiding catastrophic forgetting, unlike standard neural samplers.",
+        "P6",
+        None,
+    )
+    words = vocabulary(sampler, PLAIN)
+    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+
+    def checked(phrase: str, uses: int = 2) -> ConstraintCheck:
+        return check([phrase], phrase, ["p6"], words, sentences, embed, texts=[sampler.text], term_uses=uses)[0]
+
+    swapped = checked("continuous neural samplers")  # "discrete neural samplers", written twice
+    assert swapped.missing == ("continuous",) and swapped.other and not swapped.found(0.0)
+    assert checked("continuous neural samplers", uses=3).found(0.5)  # a term written three times only
+    assert checked("many modes").found(0.5)  # "few modes": another modifier, but written once
+    assert checked("mitigating catastrophic forgetting").found(0.5)  # -ing acts on what follows
+    assert checked("continuous neural networks").found(0.5)  # their term is samplers, not networks
+
+
 def test_one_alternative_found_finds_the_others():
     from rag.constraints import either
 
