@@ -40,7 +40,9 @@ def _one_replaced(words: list[str], old: tuple[str, ...], new: tuple[str, ...]) 
 
 
 def _forms(klass: tuple[str, ...]) -> set[tuple[str, ...]]:
-    return {tuple(_words(variant)) for form in klass for variant in form.split("|")}
+    """A class's forms as words, and hyphenated as a question may write them ("question-answering")."""
+    variants = [variant for form in klass for variant in form.split("|")]
+    return {tuple(_words(written)) for v in variants for written in (v, v.replace(" ", "-"))}
 
 
 def test_the_committed_file_is_what_the_script_writes():
