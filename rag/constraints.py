@@ -63,8 +63,8 @@ class ConstraintCheck:
         return " ".join(words[at[0] : at[-1] + 1]) if at else self.phrase
 
 
-# A figure with its unit ("70B", "1.8B", "10x", "5-second"): a paper that does not give it
-# studies another scale, not the asked one in other words.
+# A figure with its unit ("70B", "1.8B", "10x", "5-second"), alone or a part of a hyphenated word
+# ("Qwen2.5-72B"): a paper that does not give it studies another scale, not the asked one in other words.
 _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
@@ -92,7 +92,7 @@ def check(
 
     def other(word: str) -> bool:
         head = word.rsplit("-", 1)[-1]
-        return bool(name_like(f"x {word}") or _QUANTITY.fullmatch(word)) or (
+        return bool(name_like(f"x {word}") or any(map(_QUANTITY.fullmatch, [word, *word.split("-")]))) or (
             "-" in word.strip("-") and vocabulary.found(head, paper_ids)
         )
 

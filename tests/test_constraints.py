@@ -55,6 +55,8 @@ def test_a_figure_the_papers_do_not_give_is_another_scale():
     given, other = check(["7B parameters", "70B parameters"], question, ["p4"], words, sentences, embed)
     assert given.missing == () and not given.other
     assert other.missing == ("70B",) and other.other and not other.found(0.0)
+    (part,) = check(["llama-70b checkpoints"], "On llama-70b checkpoints?", ["p4"], words, sentences, embed)
+    assert part.missing == ("llama-70b", "checkpoints") and part.other  # the figure a part of a hyphenated word
 
 
 def test_another_word_after_a_hyphenated_modifier_the_papers_hold_is_another_thing():
