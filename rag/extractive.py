@@ -73,6 +73,13 @@ _RESULT_CLAIM = re.compile(
     r"outperform|achiev|attain|surpass)\w*",
     re.I,
 )
+# "How does X compare with Y?": a sentence setting the paper against others ("outperforms", "unlike",
+# "more accurately than", "whereas", "compared with").
+_CONTRASTS = re.compile(
+    r"\b(than|outperform\w*|surpass\w*|unlike|whereas|while|compared (to|with)|versus|vs\.?|in contrast|"
+    r"rather|instead|beyond|over (the )?(\w+ )?baselines?)\b",
+    re.I,
+)
 # "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
 _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
@@ -213,6 +220,8 @@ class ExtractiveGenerator:
                 # The problem is stated before the paper answers it: not in "we propose X to address it".
                 if wants_problem and _PROBLEM.search(sentence) and not NEW_WORK.search(sentence):
                     score += spread * w.motivation
+                if ask.intent == "comparison" and _CONTRASTS.search(sentence):
+                    score += spread * w.contrast
                 if wants_mechanism and _MECHANISM.search(sentence):
                     score += spread * w.mechanism
                 if (wants_mechanism or wants_problem) and _RESULT_CLAIM.search(sentence):
@@ -297,9 +306,9 @@ class ExtractiveGenerator:
         if len(ask.facts) > 1 or (len(named) == 1 and ask.wants & {"number", "dataset"}):
             # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
             chosen = self.per_part(question, sources, multilingual, ask, chosen)
-        # How one paper works, or what problem it takes on: said in more than one sentence.
+        # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
-        if ask.intent in ("how-it-works", "limitation", "existence") and one is not None:
+        if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
             own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
             if ask.intent in ("how-it-works", "existence"):
                 chosen = self.with_mechanism(sources[one - 1], own, chosen)
@@ -354,7 +363,7 @@ class ExtractiveGenerator:
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
 
     def explained(self, source: Hit, own: list[Candidate], chosen: list[Candidate]) -> list[Candidate]:
-        """How one paper works, or what problem it takes on (`own`: its scored sentences): at least
+        """How one paper works, what problem it takes on or how it compares (`own`: its scored sentences): at least
         `explain_at_least` of its sentences, the next best joining, in the abstract's order."""
         more = self.weights.explain_at_least - len(chosen)
         if more <= 0:
