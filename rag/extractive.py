@@ -4,7 +4,7 @@ cover what the question asks, with no model and in milliseconds."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .citations import MARKER
@@ -314,7 +314,8 @@ class ExtractiveGenerator:
                 chosen = self.with_mechanism(sources[one - 1], own, chosen)
             # "Yes: " and the sentence that says so, then how, in the abstract's order.
             lead = chosen[0] if ask.intent == "existence" and chosen else None
-            chosen = self.explained(sources[one - 1], own, chosen)
+            how = ask.intent in ("how-it-works", "existence")
+            chosen = self.explained(sources[one - 1], own, chosen, self.method(own, sources[one - 1]) if how else ())
             if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
         text = self.write(question, sources, chosen)
@@ -362,14 +363,28 @@ class ExtractiveGenerator:
             return chosen
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
 
-    def explained(self, source: Hit, own: list[Candidate], chosen: list[Candidate]) -> list[Candidate]:
-        """How one paper works, what problem it takes on or how it compares (`own`: its scored sentences): at least
-        `explain_at_least` of its sentences, the next best joining, in the abstract's order."""
+    def method(self, own: list[Candidate], source: Hit) -> list[str]:
+        """The sentences that say what a paper's method is and how it works: the one introducing it,
+        then those after it that do not claim results (the background before it says neither)."""
+        order = list(source.sentence_scores)
+        what, _ = self.introduction(own, order, source.paper.name)
+        if what is None:
+            return []
+        return [what.sentence, *(s for s in order[order.index(what.sentence) + 1 :] if not _RESULT_CLAIM.search(s))]
+
+    def explained(
+        self, source: Hit, own: list[Candidate], chosen: list[Candidate], first: Sequence[str] = ()
+    ) -> list[Candidate]:
+        """How one paper works, what problem it takes on or how it compares (`own`: its scored
+        sentences): at least `explain_at_least` of its sentences, in the abstract's order; the
+        sentences joining are the first of `first` (its head before the rest), then the next best."""
         more = self.weights.explain_at_least - len(chosen)
         if more <= 0:
             return chosen
         taken = {c.sentence for c in chosen}
-        added = [c for c in own if c.sentence not in taken][:more]
+        rank = {sentence: min(i, 1) for i, sentence in enumerate(first)}
+        ordered = sorted(own, key=lambda c: rank.get(c.sentence, 2))  # stable: by score within a rank
+        added = [c for c in ordered if c.sentence not in taken][:more]
         order = list(source.sentence_scores)
         return sorted([*chosen, *added], key=lambda c: order.index(c.sentence))
 

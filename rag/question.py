@@ -122,8 +122,8 @@ _LIMITATION = _any(
 _HOW = _any(
     _OPENS + r"how (does|do|did|is|are|can|could)\b",
     r"\bhow (it|they) works?\b",
-    r"\b(mechanism|key idea|main idea|core idea|intuition|pipeline|architecture|building blocks)\b",
-    r"\b(main|key|core) (components|parts|ingredients|modules|stages|steps)\b",
+    r"\b(mechanisms?|key idea|main idea|core idea|intuition|pipeline|architecture|building blocks)\b",
+    r"\b(main|key|core|two|three|four|five|\d) (components|parts|ingredients|modules|stages|steps|mechanisms)\b",
     r"\bwhat (technique|method|approach|strategy|trick)s? (does|do|did)\b",
     r"\bwork\?\s*$",
     r"如何|怎么|怎样|原理|机制|是怎么",

@@ -175,6 +175,12 @@ def test_limitation_and_mechanism_questions_get_the_sentence_that_answers(assist
     assert said in answer.text and answer.confidence == "high", answer.text
 
 
+def test_how_a_method_works_is_told_from_its_introduction_on(assistant):
+    answer = assistant.ask("How does Deep Forcing extend video generation?")
+    assert "Deep Sink" in answer.text and "Participative Compression" in answer.text, answer.text  # both parts
+    assert "Recent advances" not in answer.text, answer.text  # not the background before the method
+
+
 def test_a_comparison_from_one_paper_says_how_it_sets_itself_against_others(assistant):
     answer = assistant.ask("How does RoVTL compare with earlier vision-tabular methods when tabular data is missing?")
     assert "compared to prior methods" in answer.text, answer.text  # its sentence setting it against others

@@ -54,6 +54,7 @@ def paper(name: str) -> Paper:
         ("What's the problem with existing token compression?", "limitation"),
         ("Where do neural operators struggle with boundary data?", "limitation"),
         ("What are the main building blocks of the reconstruction model?", "how-it-works"),
+        ("What are the two mechanisms the sampler relies on?", "how-it-works"),
         ("In federated graph learning, how does the method align clients?", "how-it-works"),
         ("Is there work on fairness in clustering?", "existence"),
         ("Are there any methods for safe robot navigation?", "existence"),
