@@ -69,7 +69,7 @@ _COMPARISON = _any(
     r"\bdistinguish\w*\b",
     r"\bversus\b|\bvs\.?(?=\s)",
     r"\b(similarit(y|ies)|in common)\b",
-    r"\b(better|faster|stronger|more \w+) than\b",
+    r"\b(better|worse|faster|slower|stronger|weaker|more \w+|less \w+) than\b",
     r"\bwhich (one|of (the|them|these|those) (two|three|both))\b",
     r"比较|对比|区别|不同|差异|异同|相比|哪个更",
 )

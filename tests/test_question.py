@@ -41,6 +41,7 @@ def paper(name: str) -> Paper:
         ("What datasets were used to train the encoder?", "data"),
         ("Compare the two quantization methods.", "comparison"),
         ("How does the first method differ from the second one?", "comparison"),
+        ("Is pruning after training worse than pruning during it?", "comparison"),
         ("Summarize the work on protein design.", "summary"),
         ("Give me an overview of research on watermarking.", "summary"),
         ("Which papers study reinforcement learning for language models?", "list"),
