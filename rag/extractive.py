@@ -310,11 +310,11 @@ class ExtractiveGenerator:
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
         if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
             own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
-            if ask.intent in ("how-it-works", "existence"):
+            how = ask.intent in ("how-it-works", "existence")
+            if how:
                 chosen = self.with_mechanism(sources[one - 1], own, chosen)
             # "Yes: " and the sentence that says so, then how, in the abstract's order.
             lead = chosen[0] if ask.intent == "existence" and chosen else None
-            how = ask.intent in ("how-it-works", "existence")
             chosen = self.explained(sources[one - 1], own, chosen, self.method(own, sources[one - 1]) if how else ())
             if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
