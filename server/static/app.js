@@ -354,18 +354,26 @@ function finishAnswer(turn, data) {
     for (const b of actions.querySelectorAll(".rate")) b.setAttribute("aria-pressed", String(b.dataset.rating === rating));
   };
   pressed();
-  const send = async (text) => {
+  // One rating request at a time, in the order given: the store keeps the last one it receives, so
+  // a rating sent before its comment must not land after it (nor its "Thanks" show last).
+  let sending = Promise.resolve();
+  const post = async (chosen, text) => {
     try {
       await request("/feedback", {
         method: "POST",
-        body: JSON.stringify({ answer_id: data.answer_id, rating, comment: text || null }),
+        body: JSON.stringify({ answer_id: data.answer_id, rating: chosen, comment: text || null }),
       });
-      data.rating = rating;
+      data.rating = chosen;
       saveChat();
       status.textContent = text ? "Thanks: your comment was recorded." : "Thanks: recorded.";
     } catch (err) {
       status.textContent = err.message;
     }
+  };
+  const send = (text) => {
+    const chosen = rating;
+    sending = sending.then(() => post(chosen, text));
+    return sending;
   };
   for (const button of actions.querySelectorAll(".rate")) {
     button.addEventListener("click", () => {
