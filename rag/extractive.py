@@ -185,6 +185,7 @@ class ExtractiveGenerator:
         wants_experiments = bool(_WHERE_TESTED.search(question)) or "dataset" in ask.wants
         wants_problem = ask.intent == "limitation"
         wants_mechanism = ask.intent == "how-it-works"
+        wants_contrast = ask.intent == "comparison"
         wants_code = bool(_CODE_QUESTION.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
@@ -220,7 +221,7 @@ class ExtractiveGenerator:
                 # The problem is stated before the paper answers it: not in "we propose X to address it".
                 if wants_problem and _PROBLEM.search(sentence) and not NEW_WORK.search(sentence):
                     score += spread * w.motivation
-                if ask.intent == "comparison" and _CONTRASTS.search(sentence):
+                if wants_contrast and _CONTRASTS.search(sentence):
                     score += spread * w.contrast
                 if wants_mechanism and _MECHANISM.search(sentence):
                     score += spread * w.mechanism
