@@ -109,6 +109,12 @@ _RESULT = _any(
 # How a question says something falls short ("What goes wrong when ...?"): a limitation asked,
 # and words that shape the question rather than say what it is about.
 _FALLS_SHORT = r"\b(go|goes|went|going) wrong\b|\bwrong with\b|\bfalls? short\b|\bwhat is missing\b"
+# How a question asks for a method's parts ("the two mechanisms", "its main components"): it asks
+# how the method works, and the words shape the question rather than say what it is about.
+_PARTS = (
+    r"\bbuilding blocks\b"
+    r"|\b(main|key|core|two|three|four|five|\d) (components|parts|ingredients|modules|stages|steps|mechanisms)\b"
+)
 _LIMITATION = _any(
     r"\blimitations?\b",
     r"\b(drawbacks?|weakness(es)?|shortcomings?|bottlenecks?|pitfalls?|failure modes?)\b",
@@ -122,8 +128,8 @@ _LIMITATION = _any(
 _HOW = _any(
     _OPENS + r"how (does|do|did|is|are|can|could)\b",
     r"\bhow (it|they) works?\b",
-    r"\b(mechanisms?|key idea|main idea|core idea|intuition|pipeline|architecture|building blocks)\b",
-    r"\b(main|key|core|two|three|four|five|\d) (components|parts|ingredients|modules|stages|steps|mechanisms)\b",
+    r"\b(mechanisms?|key idea|main idea|core idea|intuition|pipeline|architecture)\b",
+    _PARTS,
     r"\bwhat (technique|method|approach|strategy|trick)s? (does|do|did)\b",
     r"\bwork\?\s*$",
     r"如何|怎么|怎样|原理|机制|是怎么",
@@ -180,7 +186,7 @@ _SCAFFOLDING = _any(
     r"\b(address|tackle|solve|overcome|fix)(es|s|ed)?(?=\W*$)",  # "What problem does X address?"
     _FALLS_SHORT + r"|\bmissing from\b",
     r"\b(mechanism|key idea|main idea|core idea|intuition|work|works)\b(?=\W*$)",
-    r"\bbuilding blocks\b|\b(main|key|core) (components|parts|ingredients)\b",
+    _PARTS,
     r"\b(contributions?|idea|ideas)\b",
     r"\b(according to|roughly|approximately|about how)\b|\b(the )?acronym\b|\bstand for\b",
     r"\bas (ways?|approaches|methods|means|techniques|examples|instances) (to|of|for)\b",

@@ -95,6 +95,12 @@ def test_words_of_intent_are_never_constraints():
         assert words and not words & WORDS_OF_INTENT, (question, words)
 
 
+def test_a_method_s_counted_parts_ask_how_it_works_and_are_no_constraint():
+    ask = analyse("What are the two mechanisms the video model uses?")
+    assert ask.intent == "how-it-works"
+    assert not {w for c in ask.constraints for w in c.lower().split()} & {"two", "mechanisms"}, ask.constraints
+
+
 def test_content_and_modifiers_stay_constraints():
     constraints = analyse("Is there a one-step diffusion method for video super-resolution?").constraints
     assert "one-step diffusion" in constraints and "video super-resolution" in constraints
