@@ -310,13 +310,16 @@ class ExtractiveGenerator:
         # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
         if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
+            source = sources[one - 1]
             own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
-            how = ask.intent in ("how-it-works", "existence")
-            if how:
-                chosen = self.with_mechanism(sources[one - 1], own, chosen)
+            method: list[str] = []
+            if ask.intent in ("how-it-works", "existence"):
+                what, after = self.introduction(own, list(source.sentence_scores), source.paper.name)
+                chosen = self.with_mechanism(own, chosen, after)
+                method = self.method(source, what)
             # "Yes: " and the sentence that says so, then how, in the abstract's order.
             lead = chosen[0] if ask.intent == "existence" and chosen else None
-            chosen = self.explained(sources[one - 1], own, chosen, self.method(own, sources[one - 1]) if how else ())
+            chosen = self.explained(source, own, chosen, method)
             if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
         text = self.write(question, sources, chosen)
@@ -356,21 +359,21 @@ class ExtractiveGenerator:
             return names + (names and bool(_EXPERIMENTS.search(own)))
         return 1
 
-    def with_mechanism(self, source: Hit, own: list[Candidate], chosen: list[Candidate]) -> list[Candidate]:
-        """ "How does X work?" about one paper (`own`: its scored sentences): the sentence after
-        X's introduction, which most often says how, joins the answer when it is not in it yet."""
-        _, after = self.introduction(own, list(source.sentence_scores), source.paper.name)
+    def with_mechanism(self, own: list[Candidate], chosen: list[Candidate], after: str | None) -> list[Candidate]:
+        """ "How does X work?" about one paper (`own`: its scored sentences): `after`, the sentence
+        after X's introduction, which most often says how, joins the answer when it is not in it yet."""
         if after is None or any(c.sentence == after for c in chosen):
             return chosen
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
 
-    def method(self, own: list[Candidate], source: Hit) -> list[str]:
-        """The sentences that say what a paper's method is and how it works: the one introducing it,
-        then those after it that do not claim results (the background before it says neither)."""
-        order = list(source.sentence_scores)
-        what, _ = self.introduction(own, order, source.paper.name)
+    @staticmethod
+    def method(source: Hit, what: Candidate | None) -> list[str]:
+        """The sentences that say what a paper's method is and how it works: `what`, the one
+        introducing it, then those after it that do not claim results (the background before it
+        says neither)."""
         if what is None:
             return []
+        order = list(source.sentence_scores)
         return [what.sentence, *(s for s in order[order.index(what.sentence) + 1 :] if not _RESULT_CLAIM.search(s))]
 
     def explained(
