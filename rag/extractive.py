@@ -11,7 +11,7 @@ from .citations import MARKER
 from .config import ExtractiveWeights
 from .corpus import mentions
 from .lexicon import Lexicon
-from .question import Ask, analyse
+from .question import Ask, analyse, intent_of
 from .retrieval import Hit
 from .text import CONTRIBUTION, NEW_WORK, asks_for_several, is_cjk, stems
 
@@ -445,6 +445,9 @@ class ExtractiveGenerator:
         naming = " ".join([question, *(p.name for p in ask.named)])
         candidates = self.score(question, sources, is_cjk(question), ask, naming)
         aspect = FIGURE if "number" in ask.wants else _NAMES_DATA if "dataset" in ask.wants else None
+        # What is asked of each paper, by the question's own words ("which weakness is each one
+        # going after?" asks for each one's problem), when it is more than how they compare.
+        asked_of_each = intent_of(ask.question, several=False)
         lines = []
         for n in named:
             own = [c for c in candidates if c.source == n]
@@ -461,6 +464,10 @@ class ExtractiveGenerator:
             # Unless results are asked, a claim of results ("Extensive experiments show ...") says
             # less of how the two differ than a sentence on the method.
             method = [c for c in rest if not _RESULT_CLAIM.search(c.sentence)] or rest
+            if asked_of_each == "limitation" and what is not None:
+                # The problem a paper takes on is said before it introduces itself, in words of a problem.
+                before = [c for c in own if c.sentence in order[: order.index(what.sentence)]]
+                method = [c for c in before if _PROBLEM.search(c.sentence)] or before or method
             on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else method[0]
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))

@@ -154,6 +154,9 @@ _ORDER: tuple[tuple[Intent, re.Pattern[str]], ...] = (
     ("how-it-works", _HOW),
     ("what-is", _WHAT_IS),
 )
+# One thing asked of each of the papers a question names ("X and Y both ... What does each rely
+# on?"): whatever is asked, the answer sets them side by side, as a comparison does.
+_EACH = _any(r"\beach\b", r"\bboth\b", r"\brespectively\b", r"\bthe two\b", r"各自|分别|两者")
 _ANSWER_TYPES: dict[Intent, AnswerType] = {
     "result": "number",
     "data": "dataset",
@@ -359,9 +362,10 @@ def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
     # In the order the question names them: a comparison sets them side by side in that order.
     named = sorted(named, key=lambda p: question.find(p.name) % (len(question) + 1))
     topic = topic_of(question)
+    intent = intent_of(question, several)
     return Ask(
         question=question,
-        intent=intent_of(question, several),
+        intent="comparison" if len(named) >= 2 and _EACH.search(question) else intent,
         named=tuple(named),
         facts=facts_of(question),
         constraints=(constraints := constraints_of(topic, named)),

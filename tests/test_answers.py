@@ -297,6 +297,14 @@ def test_a_follow_up_comparing_it_with_a_named_paper_sets_both_side_by_side(assi
     assert "**SPEED**" in answer.text and answer.missing is None
 
 
+def test_the_problem_each_of_two_named_papers_takes_on_is_set_side_by_side(assistant):
+    question = "HAMC and CDAL both cluster multi-view data. What weakness of earlier work does each address?"
+    answer = assistant.ask(question)
+    lines = dict(line.split("**: ", 1) for line in answer.text.splitlines() if line.startswith("- **"))
+    assert set(lines) == {"- **HAMC", "- **CDAL"}, answer.text
+    assert "data uncertainty" in lines["- **HAMC"] and "quadratic complexity" in lines["- **CDAL"], answer.text
+
+
 def test_a_chinese_question_finds_its_paper(assistant):
     answer = assistant.ask("有没有关于医学音频问答数据集的论文？")
     assert not answer.abstained

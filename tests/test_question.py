@@ -152,6 +152,15 @@ def test_named_papers_are_kept_in_the_order_asked_and_are_not_constraints():
     assert ask.to_dict()["named"] == named
 
 
+def test_one_thing_asked_of_each_of_two_named_papers_sets_them_side_by_side():
+    named = [paper("AlphaNet"), paper("Zeta")]
+    each = analyse("AlphaNet and Zeta both cache tokens. What signal does each one rely on?", named)
+    assert each.intent == "comparison" and each.listing
+    # One named paper, or two without "each" / "both": what the words ask.
+    assert analyse("What signal does AlphaNet rely on?", named[:1]).intent != "comparison"
+    assert analyse("How does AlphaNet use Zeta's cache?", named).intent == "how-it-works"
+
+
 def test_constraints_joined_by_or_are_alternatives():
     ask = analyse("Which papers deal with spiking or binary neural networks?")
     assert ask.alternatives == (("spiking", "binary neural networks"),)
