@@ -27,7 +27,7 @@ from .errors import GeneratorError, QueryError
 from .evidence import Evidence, EvidenceModel, Missing, name_like, question_phrases
 from .extractive import ExtractiveGenerator
 from .generation import Generator, make_generator
-from .question import Ask, analyse, intent_of
+from .question import Ask, analyse, framing_words, intent_of
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
 from .suggestions import next_questions
@@ -310,6 +310,7 @@ class Assistant:
             self.naming(hits, asked),
             [text for hit in hits for text in hit.sentences.texts],
             self.settings.modifier_term_uses,
+            lambda: framing_words(asked, self.settings.tagger_model),
         )
 
     @staticmethod

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -80,10 +80,13 @@ def check(
     naming: frozenset[str] | set[str] = frozenset(),
     texts: Sequence[str] = (),
     term_uses: int = 2,
+    framing: Callable[[], Collection[str]] = frozenset,
 ) -> list[ConstraintCheck]:
     """Each constraint, found by words, aliases or softly in the papers `paper_ids` (whose
     sentences' unit vectors are the rows of `sentence_vectors`). `naming`: the stems of the paper
-    names the question uses; they pick the paper, not what is asked of it, and weigh nothing."""
+    names the question uses; they pick the paper, not what is asked of it, and weigh nothing.
+    `framing`: the question's words that only say how it is asked (rag/question.py's
+    `framing_words`), never missing; called only when a word is."""
 
     def weigh(words) -> float:
         return vocabulary.idf.total(stem for word in words for stem in stems(word) - naming)
@@ -98,6 +101,7 @@ def check(
 
     # The papers' sentences as words, read only for a question that needs them (most never do).
     written = cache(lambda: [HYPHENATED_WORD.findall(text.lower()) for text in texts])
+    framed = cache(framing)
     stem_of = cache(lambda word: frozenset(stems(word)))
 
     def another_head(words: list[str], missing: tuple[str, ...]) -> bool:
@@ -145,6 +149,7 @@ def check(
         words = [w for run in question_phrases(phrase) for w in run]
         aliased = vocabulary.aliased(phrase, paper_ids)
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
+        missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
         checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]

