@@ -591,7 +591,7 @@ class Settings(BaseSettings):
         _creatable(value)
         return value
 
-    @field_validator("embedding_model")
+    @field_validator("embedding_model", "tagger_model")
     @classmethod
     def _model(cls, value: str) -> str:
         """A model folder, or an installed package that ships the weights (looked up, not imported)."""

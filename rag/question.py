@@ -387,9 +387,9 @@ _FUNCTION_TAGS = frozenset({"DET", "ADP", "PUNCT", "PRON", "AUX", "PART", "SCONJ
 
 
 @lru_cache(maxsize=2)
-def _tagger(model: str):
-    """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once,
-    when first needed (spaCy is slow to import)."""
+def tagger(model: str):
+    """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once
+    (about 1.5 s; the service loads it at start, not on its first question)."""
     import spacy
 
     return spacy.load(model, exclude=["parser", "ner", "lemmatizer"])
@@ -400,7 +400,7 @@ def framing_words(question: str, model: str) -> frozenset[str]:
     prepositions, pronouns, determiners, comparatives. What the papers must hold is its nouns and
     adjectives; "PLANET and FedSSA both talk about alignment" asks nothing of "talk"."""
     content: defaultdict[str, set[bool]] = defaultdict(set)
-    tokens = list(_tagger(model)(question))
+    tokens = list(tagger(model)(question))
     for token, after in zip(tokens, [*tokens[1:], None], strict=True):
         # A participle before what it qualifies ("federated fine-tuning", "pretrained models") is
         # content; before an article, a preposition or the end it is a verb ("hosted?", "restricting the").

@@ -17,6 +17,7 @@ from rag.config import Settings
 from rag.errors import RagError, StoreUnavailableError
 from rag.feedback import FeedbackStore
 from rag.parts import PARTS
+from rag.question import tagger
 from rag.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 from rag.stores.base import AddResult, SeedChanges
 
@@ -41,6 +42,7 @@ class AssistantKeeper:
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
+        tagger(self.settings.tagger_model)  # loaded now, not on the first question that needs it
         PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made

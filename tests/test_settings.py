@@ -43,6 +43,7 @@ BAD = [
     ("RAG_LOG_FORMAT", "xml", "'json' or 'text'"),
     ("RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE", "2", "less than or equal to 1"),
     ("RAG_EMBEDDING_MODEL", "no-such-model-package", "pip install no-such-model-package"),
+    ("RAG_TAGGER_MODEL", "en_core_web_xx", "pip install en_core_web_xx"),
 ]
 
 
