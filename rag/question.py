@@ -16,6 +16,7 @@ going after"), its nouns and adjectives what about.
 from __future__ import annotations
 
 import re
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -386,10 +387,18 @@ _RELATIVE_TAGS = frozenset({"JJR", "JJS"})
 _FUNCTION_TAGS = frozenset({"DET", "ADP", "PUNCT", "PRON", "AUX", "PART", "SCONJ", "CCONJ"})
 
 
-@lru_cache(maxsize=2)
+_LOADING = threading.Lock()
+
+
 def tagger(model: str):
-    """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once
-    (about 1.5 s; the service loads it at start, not on its first question)."""
+    """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once,
+    by whichever thread asks first (about 2 s; the service loads it once healthy)."""
+    with _LOADING:
+        return _loaded_tagger(model)
+
+
+@lru_cache(maxsize=2)
+def _loaded_tagger(model: str):
     import spacy
 
     return spacy.load(model, exclude=["parser", "ner", "lemmatizer"])
