@@ -504,9 +504,18 @@ class ExtractiveGenerator:
         lines = []
         for n in order:
             name = sources[n - 1].paper.name
-            text, end = self.sentence(best[n])
+            picked = [best[n]]
+            if ask.intent == "summary":
+                # An overview says how each paper works too: the sentence after its introduction.
+                own = [c for c in candidates if c.source == n]
+                sentences = list(sources[n - 1].sentence_scores)
+                what, after = self.introduction(own, sentences, name)
+                how = next((c for c in own if c.sentence == after), None)
+                if how is not None and how.sentence != best[n].sentence and not _RESULT_CLAIM.search(how.sentence):
+                    picked = sorted([best[n], how], key=lambda c: sentences.index(c.sentence))
+            body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
             label = f"**{_cell(name)}**: " if not name.endswith("…") else ""
-            lines.append(f"- {label}{text} [{n}]{end}")
+            lines.append(f"- {label}{body}")
         return "\n".join(lines)
 
     @staticmethod

@@ -305,6 +305,14 @@ def test_the_problem_each_of_two_named_papers_takes_on_is_set_side_by_side(assis
     assert "data uncertainty" in lines["- **HAMC"] and "quadratic complexity" in lines["- **CDAL"], answer.text
 
 
+def test_an_overview_says_what_each_paper_does_and_how(assistant):
+    answer = assistant.ask("Give me an overview of the papers on low-bit quantization of large models.")
+    lines = {line.split("**")[1]: line for line in answer.text.splitlines() if line.startswith("- **")}
+    assert {"ImpQuant", "ProjQ", "LSGQuant"} <= set(lines), answer.text
+    # Its introduction, then the sentence after it: LSGQuant's quantizer is named in the second.
+    assert "Dynamic Range Adaptive Quantizer" in lines["LSGQuant"], answer.text
+
+
 def test_a_chinese_question_finds_its_paper(assistant):
     answer = assistant.ask("有没有关于医学音频问答数据集的论文？")
     assert not answer.abstained
