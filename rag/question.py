@@ -16,6 +16,7 @@ going after"), its nouns and adjectives what about.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
@@ -392,15 +393,24 @@ _LOADING = threading.Lock()
 
 def tagger(model: str):
     """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once,
-    by whichever thread asks first (about 2 s; the service loads it once healthy)."""
+    by whichever thread asks first (about 1 s; the service, before it is healthy)."""
     with _LOADING:
         return _loaded_tagger(model)
 
 
 @lru_cache(maxsize=2)
 def _loaded_tagger(model: str):
-    import spacy
-
+    # spaCy's thinc imports torch whenever it is installed (200 MB more in the service, which
+    # embeds questions with ONNX); the tagger runs without it. Loaded before the service takes
+    # requests, so no other thread imports torch meanwhile.
+    blocked = "torch" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        import spacy
+    finally:
+        if blocked:
+            del sys.modules["torch"]
     return spacy.load(model, exclude=["parser", "ner", "lemmatizer"])
 
 

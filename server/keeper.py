@@ -42,6 +42,7 @@ class AssistantKeeper:
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
+        tagger(self.settings.tagger_model)  # rag/question.py: before the first question, not on it
         PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made
@@ -71,10 +72,6 @@ class AssistantKeeper:
             try:
                 self.assistant = self._make(open_index(self.settings))
                 log.info("ready", extra={"index": str(self.assistant.index.path)})
-                # The part-of-speech tagger (rag/question.py) loads behind, in about 2 s: not on the
-                # first question that needs it, and not before the service is healthy.
-                model = self.settings.tagger_model
-                threading.Thread(target=tagger, args=(model,), name="load-tagger", daemon=True).start()
                 if not seeds_changed(self.settings, self.assistant.index):
                     return  # nothing to catch up (and a read-only index folder is fine)
                 self.pending_papers = self._pending(self.assistant)

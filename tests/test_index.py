@@ -212,9 +212,9 @@ def test_the_service_loads_and_answers_without_importing_torch(index_dir):
     probe = (
         "import sys; from rag.config import Settings; from rag.stores.faiss import load_index; "
         "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
-        "print(a.ask('What speedup does Jacobi Forcing report?').citations[0].name, "
-        "'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
-    )
+        "print(a.ask('What speedup does Jacobi Forcing really report, as people talk about it?').citations[0].name, "
+        "'spacy' in sys.modules, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )  # its framing words ("really", "talk") are told by spaCy's tagger, which must not pull torch in
     done = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=ROOT,
@@ -223,7 +223,7 @@ def test_the_service_loads_and_answers_without_importing_torch(index_dir):
         timeout=120,
         env={**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)},
     )
-    assert done.stdout.split() == ["Jacobi", "Forcing", "False", "False"], done.stderr[-2000:]
+    assert done.stdout.split() == ["Jacobi", "Forcing", "True", "False", "False"], done.stderr[-2000:]
 
 
 def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds, tmp_path):
