@@ -56,6 +56,11 @@ _NAMES_DATA = re.compile(
 # A dataset or benchmark named as where something was done: "perplexity on WikiText-2", "across LongBench".
 _DATA_NAMED = re.compile(r"\b(on|in|across|using|with|from|over)\s+(the\s+)?([\w-]+\s+){0,3}?[A-Z][\w-]*[A-Z0-9][\w-]*")
 _DATA_COUNTED = re.compile(r"\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b")
+# A dataset or benchmark the paper makes: "the authors release *TC-Bench*, a foundational global dataset".
+_DATA_MADE = re.compile(
+    r"\b(?i:releas|introduc|present|construct|curat|collect|buil)\w*\b[^.;]{0,40}?\b[A-Z][\w-]*[A-Z0-9][\w-]*"
+    r"[^.;]{0,40}?\b(?i:datasets?|benchmarks?|corpus|corpora|suite)\b"
+)
 # "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
 # reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
 _WHERE_TESTED = re.compile(
@@ -530,7 +535,7 @@ class ExtractiveGenerator:
         if (
             "dataset" in ask.wants
             and _ASKS_DATA_NAMES.search(ask.question)
-            and not any(_DATA_NAMED.search(s.replace(name, "")) for s in sentences)
+            and not any(_DATA_NAMED.search(s.replace(name, "")) or _DATA_MADE.search(s) for s in sentences)
         ):
             return f"{name}'s abstract does not name the datasets or benchmarks it is evaluated on."
         if "number" in ask.wants and not any(_QUANTITY.search(s.replace(name, "")) for s in sentences):

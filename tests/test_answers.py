@@ -161,6 +161,15 @@ def test_the_data_asked_of_one_paper_leads_the_answer(assistant):
     assert "MiniGrid" in answer.body.split("]")[0] and answer.confidence == "high", answer.text
 
 
+def test_a_dataset_the_paper_makes_is_a_dataset_it_names(assistant):
+    for question, made in [
+        ("Which dataset does the Scientific Alignment paper release?", "TC-Bench"),
+        ("Which datasets is MedMosaic evaluated on?", "46,701 question-answer pairs"),  # it is one
+    ]:
+        answer = assistant.ask(question)
+        assert made in answer.text and "does not name the datasets" not in answer.text, answer.text
+
+
 @pytest.mark.parametrize(
     "question, said",
     [
