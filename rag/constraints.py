@@ -12,6 +12,8 @@ constraint is found in the answering papers
 - softly: its best cosine with a sentence of the answering papers reaches `soft_above` (other
   words for the same thing: "upscales blurry videos" for "video super-resolution").
 
+A question's framing words (its verbs, adverbs, prepositions, comparatives: "both talk about",
+"earlier"; `framing_words` in rag/question.py) are never missing: they say how it is asked.
 What is not found is weighed by its words' IDF, as a share of the whole question's: the answer
 is confident only when that share is under `missing_below` (`support`). A missing name, or a
 missing modifier of a thing the papers hold ("adaptive-noise" where they say "fixed-noise";

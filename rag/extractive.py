@@ -514,7 +514,7 @@ class ExtractiveGenerator:
                 # An overview says how each paper works too: the sentence after its introduction.
                 own = [c for c in candidates if c.source == n]
                 sentences = list(sources[n - 1].sentence_scores)
-                what, after = self.introduction(own, sentences, name)
+                _, after = self.introduction(own, sentences, name)
                 how = next((c for c in own if c.sentence == after), None)
                 if how is not None and how.sentence != best[n].sentence and not _RESULT_CLAIM.search(how.sentence):
                     picked = sorted([best[n], how], key=lambda c: sentences.index(c.sentence))
