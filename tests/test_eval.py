@@ -144,9 +144,15 @@ def test_the_checker_names_each_problem(tmp_path, corpus):
         assert fragment in message
 
 
+# The gate's floors are on the held-out splits; dev (the tuning split, which grows) is sampled,
+# every DEV_EVERY-th question, for the checks that read every split: CI time stays flat as it grows.
+DEV_EVERY = 4
+
+
 @pytest.fixture(scope="module")
 def report(settings, corpus):
     splits = {name: load_questions(path, corpus) for name, path in SPLITS.items()}
+    splits["dev"] = splits["dev"][::DEV_EVERY]
     return evaluate(settings.model_copy(update={"generator": "extractive"}), splits)
 
 
