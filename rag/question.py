@@ -385,15 +385,18 @@ def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
 # comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
 _CONTENT_TAGS = frozenset({"NOUN", "PROPN", "ADJ", "NUM", "X", "SYM"})
 _RELATIVE_TAGS = frozenset({"JJR", "JJS"})
-_FUNCTION_TAGS = frozenset({"DET", "ADP", "PUNCT", "PRON", "AUX", "PART", "SCONJ", "CCONJ"})
+# The dependencies of a participle used as a verb ("while avoiding", "keep getting beaten"), not
+# as a modifier or a noun ("federated fine-tuning", "pretrained models", "avoiding retraining").
+_VERBAL_DEPS = frozenset({"ROOT", "advcl", "ccomp", "relcl", "acl", "pcomp", "aux", "auxpass", "csubj", "parataxis"})
+_WH_DETERMINERS = frozenset({"WDT", "WP"})
 
 
 _LOADING = threading.Lock()
 
 
 def tagger(model: str):
-    """spaCy's pipeline `model`, with only what tags parts of speech: imported and loaded once,
-    by whichever thread asks first (about 1 s; the service, before it is healthy)."""
+    """spaCy's pipeline `model`, with what tags parts of speech and parses dependencies: imported
+    and loaded once, by whichever thread asks first (about 1 s; the service, before it is healthy)."""
     with _LOADING:
         return _loaded_tagger(model)
 
@@ -411,18 +414,37 @@ def _loaded_tagger(model: str):
     finally:
         if blocked:
             del sys.modules["torch"]
-    return spacy.load(model, exclude=["parser", "ner", "lemmatizer"])
+    return spacy.load(model, exclude=["ner", "lemmatizer"])
 
 
 def framing_words(question: str, model: str) -> frozenset[str]:
     """The question's words (lowercased) never used in it as content: verbs, adverbs,
-    prepositions, pronouns, determiners, comparatives. What the papers must hold is its nouns and
-    adjectives; "PLANET and FedSSA both talk about alignment" asks nothing of "talk"."""
+    prepositions, pronouns, determiners, comparatives, stop words ("several", "whole"). What the
+    papers must hold is its nouns and adjectives; "PLANET and FedSSA both talk about alignment"
+    asks nothing of "talk". The noun a "what" or "which" picks is the kind of answer asked for,
+    not a constraint on it ("What technique does MetaDNS integrate?": whatever the abstract calls
+    it), though its modifiers are ("which control-theoretic technique")."""
+
+    def is_content(token) -> bool:
+        if token.is_stop or (
+            token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children)
+        ):
+            return False
+        if token.tag_ in ("VBN", "VBG"):
+            return token.dep_ not in _VERBAL_DEPS and not any(c.dep_ == "dobj" for c in token.children)
+        return token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS
+
     content: defaultdict[str, set[bool]] = defaultdict(set)
     tokens = list(tagger(model)(question))
-    for token, after in zip(tokens, [*tokens[1:], None], strict=True):
-        # A participle before what it qualifies ("federated fine-tuning", "pretrained models") is
-        # content; before an article, a preposition or the end it is a verb ("hosted?", "restricting the").
-        qualifies = token.tag_ in ("VBN", "VBG") and after is not None and after.pos_ not in _FUNCTION_TAGS
-        content[token.text.lower()].add(qualifies or (token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS))
+    for token in tokens:
+        content[token.text.lower()].add(is_content(token))
+    # A word the question writes as several tokens ("don't", "control-theoretic") frames it when
+    # each of its pieces does.
+    word: list = []
+    for token in tokens:
+        word.append(token)
+        if token.whitespace_ or token is tokens[-1]:
+            if len(word) > 1:
+                content["".join(t.text for t in word).lower()].add(any(is_content(t) for t in word if t.is_alpha))
+            word = []
     return frozenset(word for word, uses in content.items() if True not in uses)

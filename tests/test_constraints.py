@@ -141,7 +141,8 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
     def embed(phrases):  # a scripted encoder: "videos" lies on the first sentence's axis
         return np.array([[1.0, 0.0] if "videos" in p else [0.0, 0.6] for p in phrases], dtype=np.float32)
 
-    checks = check(["distills", "one-step diffusion sampler", "videos"], question, ["p1"], words, sentences, embed)
+    asked = ["distills", "one-step diffusion sampler", "videos"]
+    checks = check(asked, question, ["p1"], words, sentences, embed, texts=[DISTILLED.text])
     by_phrase = {c.phrase: c for c in checks}
     assert by_phrase["distills"].missing == () and by_phrase["distills"].similarity == 1.0
     assert by_phrase["one-step diffusion sampler"].missing == ("one-step",)
@@ -163,6 +164,31 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
     assert ConstraintCheck("a b c d e", ("c",), 0.1, 0.0).named == "c"
 
 
+def test_a_hyphenated_word_of_the_papers_words_is_found_another_modifier_is_not():
+    import numpy as np
+
+    removal = Paper("p4", "We remove watermarks from images with a multi-step attack.", "P4", None)
+    words = vocabulary(removal, PLAIN)
+    sentences = np.zeros((1, 2), dtype=np.float32)
+    checks = check(
+        ["watermark-removal attack", "one-step attack", "image-level attack"],
+        "Which watermark-removal attack is one-step or image-level?",
+        ["p4"],
+        words,
+        sentences,
+        lambda phrases: np.zeros((len(phrases), 2), dtype=np.float32),
+        texts=[removal.text],
+    )
+    by_phrase = {c.phrase: c for c in checks}
+    # Every part held and no other modifier of "removal" written: the papers' words joined.
+    assert by_phrase["watermark-removal attack"].missing == ("watermark-removal",)
+    assert not by_phrase["watermark-removal attack"].other
+    # They write "multi-step": "one-step" is another thing, though "one" and "step" are both held.
+    assert by_phrase["one-step attack"].other
+    # "level" is never written: not a modifier of something they hold.
+    assert not by_phrase["image-level attack"].other
+
+
 def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     import numpy as np
 
@@ -177,6 +203,16 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
         "Is there federated fine-tuning of pretrained models?", Settings().tagger_model
     )
     assert "earlier" in framing_words("What shortcoming of earlier models motivates it?", Settings().tagger_model)
+    # The noun "what" or "which" picks is the kind of answer, its modifiers are content; a
+    # participle heading a clause is a verb, one that is its verb's object is what is asked;
+    # stop words and contractions frame.
+    answer_kind = framing_words(
+        "Which control-theoretic technique does GHOST approximate while avoiding retraining of models "
+        "that don't use several experts?",
+        Settings().tagger_model,
+    )
+    assert {"technique", "avoiding", "don't", "several"} <= answer_kind
+    assert not {"control-theoretic", "control", "theoretic", "retraining", "models", "experts"} & answer_kind
 
     words = vocabulary(DISTILLED, PLAIN)
     found = check(
