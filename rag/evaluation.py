@@ -36,7 +36,10 @@ QUESTION_TYPES = (
     "standalone",
 )
 SYSTEMS = ("bm25", "dense", "hybrid")
-SPLITS = {name: PROJECT_ROOT / "eval" / f"{name}.jsonl" for name in ("dev", "test", "test2", "test3", "test3_contrast")}
+SPLITS = {
+    name: PROJECT_ROOT / "eval" / f"{name}.jsonl"
+    for name in ("dev", "test", "test2", "test3", "test3_contrast", "test4")
+}
 LOO_SPLIT = "dev-loo"
 DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
 DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"

@@ -59,6 +59,7 @@ def test_citation_metrics_by_hand():
             {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable", "chinese", "followup", "standalone"},
         ),  # noqa: E501
         ("test3_contrast", {"paraphrase", "fact", "unanswerable"}),
+        ("test4", {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable"}),
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types):
@@ -69,7 +70,13 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types):
 
 @pytest.mark.parametrize(
     "held_out, earlier",
-    [("test", ["dev"]), ("test2", ["dev", "test"]), ("test3", ["dev", "test", "test2"]), ("test3_contrast", ["dev"])],
+    [
+        ("test", ["dev"]),
+        ("test2", ["dev", "test"]),
+        ("test3", ["dev", "test", "test2"]),
+        ("test3_contrast", ["dev"]),
+        ("test4", ["dev", "test", "test2", "test3", "test3_contrast"]),
+    ],
 )
 def test_no_held_out_question_repeats_an_earlier_one(corpus, held_out, earlier):
     def questions(split):
