@@ -444,7 +444,7 @@ class ExtractiveGenerator:
         return what, after
 
     def side_by_side(self, question: str, sources: list[Hit], named: list[int], ask: Ask) -> str:
-        """A comparison: each named paper on one line, with its sentence on the aspect asked
+        """A comparison: each named paper on one line, with its best sentences on the aspect asked
         (and, when a figure or the data is asked, the sentence that gives it). A paper the
         conversation named ("How does its approach differ from dLLM-Cache's?") is one of them."""
         naming = " ".join([question, *(p.name for p in ask.named)])
@@ -453,6 +453,7 @@ class ExtractiveGenerator:
         # What is asked of each paper, by the question's own words ("which weakness is each one
         # going after?" asks for each one's problem), when it is more than how they compare.
         asked_of_each = intent_of(ask.question, several=False)
+        wants_code = bool(_CODE_QUESTION.search(question))
         lines = []
         for n in named:
             own = [c for c in candidates if c.source == n]
@@ -475,6 +476,14 @@ class ExtractiveGenerator:
                 method = [c for c in before if _PROBLEM.search(c.sentence)] or before or method
             on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else method[0]
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
+            # What is asked rarely fits one sentence of an abstract: its next best ones too (not
+            # where its code is, unless asked).
+            more = [
+                c.sentence
+                for c in method
+                if c.sentence not in chosen and (wants_code or not _BOILERPLATE.search(c.sentence))
+            ]
+            chosen |= set(more[: self.weights.aspect_sentences - 1])
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
             lines.append(f"- **{_cell(sources[n - 1].paper.name)}**: {body}")

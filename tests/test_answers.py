@@ -314,6 +314,16 @@ def test_the_problem_each_of_two_named_papers_takes_on_is_set_side_by_side(assis
     assert "data uncertainty" in lines["- **HAMC"] and "quadratic complexity" in lines["- **CDAL"], answer.text
 
 
+def test_a_comparison_gives_each_paper_several_sentences_on_what_is_asked_never_its_code_link(assistant):
+    answer = assistant.ask("How does HAMC differ from CDAL in multi-view clustering?")
+    lines = dict(line.split("**: ", 1) for line in answer.text.splitlines() if line.startswith("- **"))
+    assert set(lines) == {"- **HAMC", "- **CDAL"}, answer.text
+    # HAMC's alignment is named two sentences after its introduction and the one after it.
+    assert "asymmetric view alignment" in lines["- **HAMC"], answer.text
+    assert all(line.count("[") >= 3 for line in lines.values()), answer.text
+    assert "github" not in answer.text.lower()
+
+
 def test_an_overview_says_what_each_paper_does_and_how(assistant):
     answer = assistant.ask("Give me an overview of the papers on low-bit quantization of large models.")
     lines = {line.split("**")[1]: line for line in answer.text.splitlines() if line.startswith("- **")}
