@@ -210,7 +210,7 @@ def test_the_outcomes_add_up(report):
 
 
 def test_the_report_shows_dev_and_test_side_by_side_with_a_plot(report, tmp_path):
-    assert list(report["splits"]) == ["dev", "test", "test2", "test3", "test3_contrast"]
+    assert list(report["splits"]) == ["dev", "test", "test2", "test3", "test3_contrast", "test4"]
     assert all(set(split["systems"]) == {"bm25", "dense", "hybrid"} for split in report["splits"].values())
     out = write_report(report, tmp_path)
     markdown = (out / "report.md").read_text()
