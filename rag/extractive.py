@@ -56,6 +56,10 @@ _NAMES_DATA = re.compile(
 # A dataset or benchmark named as where something was done: "perplexity on WikiText-2", "across LongBench".
 _DATA_NAMED = re.compile(r"\b(on|in|across|using|with|from|over)\s+(the\s+)?([\w-]+\s+){0,3}?[A-Z][\w-]*[A-Z0-9][\w-]*")
 _DATA_COUNTED = re.compile(r"\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b")
+# Datasets listed by name after the word: "low-temperature benchmarks including Ising, Potts".
+_DATA_LISTED = re.compile(
+    r"\b(datasets?|benchmarks?|tasks?|environments?|suites?)\b[^.;]{0,40}?\b(including|such as|like|namely)\s+[A-Z]"
+)
 # A dataset or benchmark the paper makes: "the authors release *TC-Bench*, a foundational global dataset".
 _DATA_MADE = re.compile(
     r"\b(?i:releas|introduc|present|construct|curat|collect|buil)\w*\b[^.;]{0,40}?\b[A-Z][\w-]*[A-Z0-9][\w-]*"
@@ -309,11 +313,12 @@ class ExtractiveGenerator:
         if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
             return self.per_paper(question, sources, ask)
         chosen = self.select(question, sources, multilingual, ask)
-        if len(ask.facts) > 1 or (len(named) == 1 and ask.wants & {"number", "dataset"}):
-            # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
-            chosen = self.per_part(question, sources, multilingual, ask, chosen)
-        # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
+        # The one paper answering: the one named, or the one every chosen sentence comes from.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
+        if len(ask.facts) > 1 or (one is not None and ask.wants & {"number", "dataset"}):
+            # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
+            chosen = self.per_part(question, sources, multilingual, ask, chosen, one)
+        # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
         if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
             source = sources[one - 1]
             own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
@@ -332,17 +337,25 @@ class ExtractiveGenerator:
         return f"{absent} {text}" if absent and text else text
 
     def per_part(
-        self, question: str, sources: list[Hit], multilingual: bool, ask: Ask, chosen: list[Candidate]
+        self,
+        question: str,
+        sources: list[Hit],
+        multilingual: bool,
+        ask: Ask,
+        chosen: list[Candidate],
+        one: int | None = None,
     ) -> list[Candidate]:
         """Each part of a multi-part question ("What is X, and how much faster is it?"), or the one
         figure or data asked of one paper: the part's best sentence, in the order asked, then the
         sentences chosen for the whole question, up to `max_sentences`. Scored alone, a part's
         intent picks its kind of sentence (the definition, the figure), which the whole question's
-        mix of words can outweigh."""
+        mix of words can outweigh. `one`: the paper answering, when one does, whose sentences
+        answer each part (not a neighbour's benchmark)."""
         picked: list[Candidate] = []
         for fact in ask.facts:
             part = analyse(fact.text, ask.named)
             scored = self.score(fact.text, sources, multilingual, part, naming=question)
+            scored = [c for c in scored if c.source == one] or scored
             # A part asking for a figure or for the data is answered by a sentence that gives it:
             # the best-scored of the sentences that give what the part asks (max keeps the first).
             best = max(scored, key=lambda c: self.gives(fact.wants, c, sources), default=None)
@@ -360,7 +373,7 @@ class ExtractiveGenerator:
             return int(bool(FIGURE.search(c.sentence)))
         if wants == "dataset":
             own = c.sentence.replace(sources[c.source - 1].paper.name, "")
-            names = bool(_DATA_NAMED.search(own) or _DATA_COUNTED.search(own))
+            names = bool(_DATA_NAMED.search(own) or _DATA_COUNTED.search(own) or _DATA_LISTED.search(own))
             return names + (names and bool(_EXPERIMENTS.search(own)))
         return 1
 

@@ -324,6 +324,20 @@ def test_a_comparison_gives_each_paper_several_sentences_on_what_is_asked_never_
     assert "github" not in answer.text.lower()
 
 
+@pytest.mark.parametrize(
+    "question, data",
+    [
+        # Not named: the paper every chosen sentence comes from still answers with its benchmarks,
+        # listed after the word ("benchmarks including Ising, Potts").
+        ("On which benchmarks was the metadynamics-based discrete sampler tested?", "Ising"),
+        ("Which benchmark does the single-step tabular anomaly detector report results on?", "ADBench"),
+    ],
+)
+def test_the_data_asked_of_the_one_paper_answering_is_given_though_it_is_not_named(assistant, question, data):
+    answer = assistant.ask(question)
+    assert len(answer.citations) == 1 and data in answer.text, answer.text
+
+
 def test_an_overview_says_what_each_paper_does_and_how(assistant):
     answer = assistant.ask("Give me an overview of the papers on low-bit quantization of large models.")
     lines = {line.split("**")[1]: line for line in answer.text.splitlines() if line.startswith("- **")}
