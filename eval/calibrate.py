@@ -17,10 +17,12 @@ paraphrases) get a high answer citing a gold paper while at least 95 % of the hi
 do (for the weights already in the settings). Prints the settings to put in rag/config.py.
 
     .venv/bin/python eval/calibrate.py [SPLITS]   # tuning splits for the confidence, default dev,dev_contrast
+    .venv/bin/python eval/calibrate.py --every 3  # every third question of each: a quick run of the script
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -46,9 +48,14 @@ MISSING_BELOW = np.round(np.arange(0.0, 0.61, 0.05), 2)  # missing_below
 SOFT_ABOVE = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # and soft_above (1.01: constraints found by their words only)
 
 
-def examples(settings: Settings):
+def tuning(split: str, corpus, every: int = 1) -> list[dict]:
+    """A tuning split's questions (dev, or a dev-side file in eval/), every `every`th of them."""
+    return load_questions(SPLITS.get(split, PROJECT_ROOT / "eval" / f"{split}.jsonl"), corpus)[::every]
+
+
+def examples(settings: Settings, every: int = 1):
     index = load_index(settings)
-    dev = load_questions(SPLITS["dev"], index.corpus)
+    dev = tuning("dev", index.corpus, every)
     seeing = Assistant(index, settings)
     rows = []
     for q in dev + leave_one_out(dev):
@@ -89,14 +96,14 @@ def asked(assistant: Assistant, settings: Settings, q: dict):
     return ask, assistant.retrieve(query, alone, k, ask.tied)
 
 
-def several_examples(settings: Settings) -> list[dict]:
+def several_examples(settings: Settings, every: int = 1) -> list[dict]:
     """The papers an English dev question asking for several papers may cite, as the assistant
     sees them (its analysis, the longer list retrieved for a list and the papers tied to the
     question), labelled 1 when gold; the best-scored paper of each question is always cited."""
     index = load_index(settings)
     assistant = Assistant(index, settings)
     rows = []
-    for q in load_questions(SPLITS["dev"], index.corpus):
+    for q in tuning("dev", index.corpus, every):
         if not q["gold"]:
             continue
         ask, retrieval = asked(assistant, settings, q)
@@ -168,7 +175,7 @@ def fit(
     y = np.array([r["gold"] for r in rows], dtype=int)
     groups = np.array([r["question"] for r in rows])
     predicted = np.zeros(len(rows))
-    for train, held in GroupKFold(n_splits=10).split(X, y, groups):
+    for train, held in GroupKFold(n_splits=min(10, len(set(groups)))).split(X, y, groups):
         predicted[held] = RawLogistic(strength, signs).fit(X[train], y[train]).predict(X[held])
     print(f"{label}: {len(rows)} retrieved papers, {int(y.sum())} gold")
     return RawLogistic(strength, signs).fit(X, y), np.where([r["named"] for r in rows], 1.0, predicted)
@@ -230,7 +237,7 @@ def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -
     )
 
 
-def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
+def confidence_examples(settings: Settings, splits: list[str], every: int = 1) -> list[dict]:
     """Per question of the tuning splits (dev with its leave-one-out variants, and the dev
     contrast pairs and paraphrases): its best paper's probability and its constraints checked
     in the answering papers, under the weights in `settings`, and whether it is answerable and
@@ -239,7 +246,7 @@ def confidence_examples(settings: Settings, splits: list[str]) -> list[dict]:
     seeing = Assistant(index, settings)
     questions = []
     for split in splits:
-        part = load_questions(SPLITS.get(split, PROJECT_ROOT / "eval" / f"{split}.jsonl"), index.corpus)
+        part = tuning(split, index.corpus, every)
         questions += part + (leave_one_out(part) if split == "dev" else [])
     rows = []
     for q in questions:
@@ -279,12 +286,16 @@ def confidence_thresholds(rows: list[dict]) -> tuple[float, float, float, float,
 
 
 def main() -> None:
-    splits = sys.argv[1].split(",") if len(sys.argv) > 1 else ["dev", "dev_contrast"]
+    parser = argparse.ArgumentParser(description="Fit the evidence weights and confidence thresholds on dev.")
+    parser.add_argument("splits", nargs="?", default="dev,dev_contrast", help="tuning splits for the confidence")
+    parser.add_argument("--every", type=int, default=1, help="read every Nth question of each (a quick run)")
+    args = parser.parse_args()
+    splits = args.splits.split(",")
     settings = Settings(generator="extractive")
     high_above, missing_below, soft_above, precision, coverage = confidence_thresholds(
-        confidence_examples(settings, splits)
+        confidence_examples(settings, splits, args.every)
     )
-    rows = examples(settings)
+    rows = examples(settings, args.every)
     print(
         "EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):"
     )
@@ -309,7 +320,7 @@ def main() -> None:
         f"  confidence on {'+'.join(splits)} (the weights in the settings): precision of high {precision:.3f}, "
         f"coverage (answerable answered high citing a gold paper) {coverage:.3f}"
     )
-    several = several_examples(settings)
+    several = several_examples(settings, args.every)
     model, predicted = fit(several, "several papers", strength=1.0, features="sx")
     report_several(several, predicted, SeveralWeights.model_fields["cite_above"].default)
     weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(SEVERAL_FEATURES, model.coef, strict=True))
