@@ -111,7 +111,7 @@ def check(
         if len(parts) < 2 or not vocabulary.found(parts[-1], paper_ids):
             return False
         lowered, head = word.lower(), f"-{parts[-1].lower()}"
-        return not all(vocabulary.found(part, paper_ids) for part in parts) or any(
+        return not all(vocabulary.found(part, paper_ids) for part in parts[:-1]) or any(
             token.endswith(head) and token != lowered for tokens in written() for token in tokens
         )
 

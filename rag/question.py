@@ -436,15 +436,17 @@ def framing_words(question: str, model: str) -> frozenset[str]:
 
     content: defaultdict[str, set[bool]] = defaultdict(set)
     tokens = list(tagger(model)(question))
-    for token in tokens:
-        content[token.text.lower()].add(is_content(token))
+    flags = [is_content(token) for token in tokens]
+    for token, flag in zip(tokens, flags, strict=True):
+        content[token.text.lower()].add(flag)
     # A word the question writes as several tokens ("don't", "control-theoretic") frames it when
     # each of its pieces does.
-    word: list = []
-    for token in tokens:
-        word.append(token)
-        if token.whitespace_ or token is tokens[-1]:
-            if len(word) > 1:
-                content["".join(t.text for t in word).lower()].add(any(is_content(t) for t in word if t.is_alpha))
-            word = []
+    start = 0
+    for end, token in enumerate(tokens, start=1):
+        if token.whitespace_ or end == len(tokens):
+            if end - start > 1:
+                pieces = range(start, end)
+                written = "".join(tokens[i].text for i in pieces).lower()
+                content[written].add(any(flags[i] for i in pieces if tokens[i].is_alpha))
+            start = end
     return frozenset(word for word, uses in content.items() if True not in uses)
