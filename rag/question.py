@@ -316,7 +316,11 @@ def topic_of(question: str) -> str:
         start, end = (at - match.start() for at in match.span(group))
         return match.group(0)[:start] + " , " + match.group(0)[end:]
 
-    return _SCAFFOLDING.sub(" , ", _FRAME_VERB.sub(unframed, question))
+    def unscaffolded(match: re.Match[str]) -> str:
+        # Never the end of a hyphenated word: "stress-testing" is a topic, "testing" alone is not.
+        return match.group(0) if match.string[match.start() - 1 : match.start()] == "-" else " , "
+
+    return _SCAFFOLDING.sub(unscaffolded, _FRAME_VERB.sub(unframed, question))
 
 
 _POSSESSIVE = re.compile(r"['’]s?$")  # "dLLM-Cache's" names dLLM-Cache
@@ -389,6 +393,22 @@ _RELATIVE_TAGS = frozenset({"JJR", "JJS"})
 # as a modifier or a noun ("federated fine-tuning", "pretrained models", "avoiding retraining").
 _VERBAL_DEPS = frozenset({"ROOT", "advcl", "ccomp", "relcl", "acl", "pcomp", "aux", "auxpass", "csubj", "parataxis"})
 _WH_DETERMINERS = frozenset({"WDT", "WP"})
+_DO = frozenset({"do", "does", "did"})
+_FINITE = frozenset({"VBZ", "VBP", "VBD"})
+_CLAUSE_ENDS = frozenset({"IN", "TO", "WDT", "WP", "WRB"})
+_ARTICLES = frozenset({"a", "an", "the", "its", "their", "this", "these", "that", "those"})
+# English's multi-word prepositions and adverbials, a closed class: their nouns say how a thing
+# is related ("in place of X", "with respect to Y", "for example"), never what it is.
+_IDIOM = re.compile(
+    r"\b(?:(?:in|with) (?:respect|regard|relation|reference|comparison|contrast|addition|response) to"
+    r"|(?:in|by) (?:the )?(?:place|terms|means|spite|front|favou?r|light|view|case|course|absence|presence|face|"
+    r"context|sake|way|lieu|instead|behalf|spite|excess|pursuit|support|need|service|charge) of"
+    r"|on (?:top|behalf|the basis|account) of|at the (?:cost|expense|heart|end|level) of|as a (?:result|function) of"
+    r"|in (?:line|comparison|contrast|accordance|conjunction|combination) with"
+    r"|for (?:example|instance|the most part)|in (?:practice|general|particular|short|turn|principle|total)"
+    r"|over time|at (?:the same|a) time|(?:on|in) average|in the (?:end|long run))\b",
+    re.I,
+)
 
 
 _LOADING = threading.Lock()
@@ -425,17 +445,46 @@ def framing_words(question: str, model: str) -> frozenset[str]:
     not a constraint on it ("What technique does MetaDNS integrate?": whatever the abstract calls
     it), though its modifiers are ("which control-theoretic technique")."""
 
+    idioms = [match.span() for match in _IDIOM.finditer(question)]
+
     def is_content(token) -> bool:
-        if token.is_stop or (
-            token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children)
+        if (
+            token.is_stop
+            or any(start <= token.idx < end for start, end in idioms)
+            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children))
+            or token.i in verbs
         ):
             return False
         if token.tag_ in ("VBN", "VBG"):
             return token.dep_ not in _VERBAL_DEPS and not any(c.dep_ == "dobj" for c in token.children)
         return token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS
 
+    def do_verbs(tokens) -> set[int]:
+        """The verb of a do-question when the tagger took it for a noun ("How many tasks does X
+        contain?", "how do A and B each decide which ..."): after "do", before any verb, the first
+        bare noun, not after an article, that ends the clause (before a preposition, a wh-word or
+        the end)."""
+        out: set[int] = set()
+        for at, token in enumerate(tokens):
+            if token.lower_ not in _DO or token.tag_ not in _FINITE:
+                continue
+            for i in range(at + 2, len(tokens)):
+                word = tokens[i]
+                if word.tag_ in _FINITE or (word.tag_ == "VB" and tokens[i - 1].lower_ != "to"):
+                    break
+                after = tokens[i + 1] if i + 1 < len(tokens) else None
+                ends = after is None or after.text in "?.,;:!"
+                closes = ends or (after is not None and (after.is_punct or after.tag_ in _CLAUSE_ENDS))
+                whole = tokens[i - 1].whitespace_ and (word.whitespace_ or ends)
+                subject = tokens[i - 1].lower_ in _ARTICLES  # "does the attention in X differ"
+                if word.tag_ == "NN" and whole and closes and not subject:
+                    out.add(i)
+                    break
+        return out
+
     content: defaultdict[str, set[bool]] = defaultdict(set)
     tokens = list(tagger(model)(question))
+    verbs = do_verbs(tokens)
     flags = [is_content(token) for token in tokens]
     for token, flag in zip(tokens, flags, strict=True):
         content[token.text.lower()].add(flag)

@@ -213,6 +213,20 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     )
     assert {"technique", "avoiding", "don't", "several"} <= answer_kind
     assert not {"control-theoretic", "control", "theoretic", "retraining", "models", "experts"} & answer_kind
+    # The verb of a do-question frames it, even where the tagger takes it for a noun; so do the
+    # nouns of English's fixed prepositions ("in place of", "with respect to", "for example").
+    for question, verb, content in [
+        ("How many tasks does the Permuted-MNIST stream used to evaluate BiMU contain?", "contain", "tasks"),
+        ("How do dLLM-Cache and LoSA each decide which tokens need fresh computation?", "decide", "computation"),
+        ("Which prior work does the branch-and-cut paper cite for showing it?", "cite", "prior"),
+        ("What objective does TOP use in place of exact future-token prediction?", "place", "prediction"),
+        ("How are the graphs aligned with respect to their labels?", "respect", "labels"),
+        ("How is uncertainty quantified, for example with Bayesian neural operators?", "example", "bayesian"),
+    ]:
+        frames = framing_words(question, Settings().tagger_model)
+        assert verb in frames and content not in frames, question
+    # A noun after an article is the subject, not a verb the tagger missed.
+    assert "attention" not in framing_words("How does the attention in LoSA differ from X?", Settings().tagger_model)
 
     words = vocabulary(DISTILLED, PLAIN)
     found = check(

@@ -139,6 +139,9 @@ def test_the_verb_a_question_is_framed_with_is_not_a_constraint():
     legal = analyse("How many pairs does the MedMosaic legal audio dataset contain?").constraints
     assert any("legal" in c.split() for c in legal)
     assert "test-time adaptation" in analyse("Is there a test-time adaptation method?").constraints
+    # Scaffolding never cuts the end off a hyphenated word: "stress-testing" is the topic.
+    stress = analyse("Which papers propose benchmarks for stress-testing LLM agents?").constraints
+    assert "stress-testing LLM agents" in stress
     # A common-noun subject keeps its verb: "solve" is what the models are asked about.
     assert analyse("How well do models solve random puzzles?").constraints == ("solve random puzzles",)
 
