@@ -402,7 +402,7 @@ _ARTICLES = frozenset({"a", "an", "the", "its", "their", "this", "these", "that"
 _IDIOM = re.compile(
     r"\b(?:(?:in|with) (?:respect|regard|relation|reference|comparison|contrast|addition|response) to"
     r"|(?:in|by) (?:the )?(?:place|terms|means|spite|front|favou?r|light|view|case|course|absence|presence|face|"
-    r"context|sake|way|lieu|instead|behalf|spite|excess|pursuit|support|need|service|charge) of"
+    r"context|sake|way|lieu|behalf|excess|pursuit|support|need|service|charge) of"
     r"|on (?:top|behalf|the basis|account) of|at the (?:cost|expense|heart|end|level) of|as a (?:result|function) of"
     r"|in (?:line|comparison|contrast|accordance|conjunction|combination) with"
     r"|for (?:example|instance|the most part)|in (?:practice|general|particular|short|turn|principle|total)"
