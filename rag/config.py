@@ -263,6 +263,23 @@ class ExtractiveWeights(BaseModel):
         "best sentences on what is asked (dev comparisons with keywords, 55: 1 -> 43, 2 -> 46, 3 -> 48 answered "
         "with every keyword, none lost; the 12 written blind: 7, 8, 10; characters per answer 1025, 1244, 1429).",
     )
+    list_sentences: int = Field(
+        2,
+        ge=1,
+        le=4,
+        description="A 'which papers...?' answer's line per paper: its best sentence on what is asked, then the one "
+        "introducing the paper, the one after it, its next best (eval/dev_overview.jsonl, 30 lists and summaries "
+        "written blind: every keyword 11 -> 14 at 2, 16 at 3; list lines 658 -> 1059 and 1556 characters; dev: one "
+        "list gained, none lost).",
+    )
+    summary_sentences: int = Field(
+        2,
+        ge=1,
+        le=5,
+        description="A summary's line per paper: the sentence saying what it contributes, the one after its "
+        "introduction (how it works), the introduction, its next best on what is asked (3 or 4: no keyword gained "
+        "on dev or dev_overview).",
+    )
     multilingual_spread: float = Field(
         0.25,
         gt=0,

@@ -528,18 +528,27 @@ class ExtractiveGenerator:
                 )
                 rows.append("| " + " | ".join(cells) + " |")
             return "\n".join(rows)
+        wants_code = bool(_CODE_QUESTION.search(question))
         lines = []
         for n in order:
             name = sources[n - 1].paper.name
-            picked = [best[n]]
+            own = [c for c in candidates if c.source == n]
+            sentences = list(sources[n - 1].sentence_scores)
+            what, after = self.introduction(own, sentences, name)
+            how = next((c for c in own if c.sentence == after and not _RESULT_CLAIM.search(c.sentence)), None)
+            # The sentence on what is asked; an overview says what the paper is and how it works
+            # (the sentence introducing it, the one after); then its next best on the question.
             if ask.intent == "summary":
-                # An overview says how each paper works too: the sentence after its introduction.
-                own = [c for c in candidates if c.source == n]
-                sentences = list(sources[n - 1].sentence_scores)
-                _, after = self.introduction(own, sentences, name)
-                how = next((c for c in own if c.sentence == after), None)
-                if how is not None and how.sentence != best[n].sentence and not _RESULT_CLAIM.search(how.sentence):
-                    picked = sorted([best[n], how], key=lambda c: sentences.index(c.sentence))
+                ranked, wanted = [best[n], how, what, *own], w.summary_sentences
+            else:
+                ranked, wanted = [best[n], what, how, *own], w.list_sentences
+            picked: list[Candidate] = []
+            for c in ranked:
+                if len(picked) == wanted:
+                    break
+                if c is not None and c not in picked and (wants_code or not _BOILERPLATE.search(c.sentence)):
+                    picked.append(c)
+            picked = sorted(picked or [best[n]], key=lambda c: sentences.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
             label = f"**{_cell(name)}**: " if not name.endswith("…") else ""
             lines.append(f"- {label}{body}")

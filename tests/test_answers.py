@@ -366,3 +366,13 @@ def test_an_injected_instruction_in_the_question_changes_nothing(assistant):
     check_markers(answer)
     assert all(c.n <= 5 for c in answer.citations)
     assert "MedMosaic" in [c.name for c in answer.citations]
+
+
+def test_a_list_says_what_each_paper_is_and_how_it_fits_the_question(assistant):
+    answer = assistant.ask("Which papers work with Mixture-of-Experts models?")
+    lines = {line.split("**")[1]: line for line in answer.text.splitlines() if line.startswith("- **")}
+    assert {"MESA", "MoLF", "ChaosNexus"} <= set(lines), answer.text
+    # The sentence introducing the paper, and its sentence on what is asked, in the abstract's order.
+    assert "introduce ChaosNexus, a foundation model" in lines["ChaosNexus"], answer.text
+    assert "Mixture-of-Experts (MoE) layers into each ScaleFormer block" in lines["ChaosNexus"], answer.text
+    assert all(line.count(f"[{n}]") == 2 for n, line in enumerate(lines.values(), start=1)), answer.text
