@@ -443,7 +443,9 @@ def framing_words(question: str, model: str) -> frozenset[str]:
     papers must hold is its nouns and adjectives; "PLANET and FedSSA both talk about alignment"
     asks nothing of "talk". The noun a "what" or "which" picks is the kind of answer asked for,
     not a constraint on it ("What technique does MetaDNS integrate?": whatever the abstract calls
-    it), though its modifiers are ("which control-theoretic technique")."""
+    it), though its modifiers are ("which control-theoretic technique"). So are the verb of a
+    do-question that the tagger takes for a noun, and the nouns of a multi-word preposition
+    ("in place of", "with respect to")."""
 
     idioms = [match.span() for match in _IDIOM.finditer(question)]
 
