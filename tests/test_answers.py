@@ -231,7 +231,7 @@ def test_a_topic_with_an_acronym_is_not_a_name_that_shuts_out_other_papers(assis
 def test_which_papers_questions_add_only_papers_that_could_answer_alone(loaded_index, settings):
     """`several.at_least` fills a 'which papers' answer up to that many papers, but never with one
     under answer_above: FedSSA is the corpus's only federated-learning paper. (At the default
-    cite_above, 0.2, a paper that only may belong joins a list: recall over precision.)"""
+    cite_above, 0.15, a paper that only may belong joins a list: recall over precision.)"""
     from rag.assistant import Assistant
 
     several = settings.evidence.several.model_copy(update={"at_least": 5, "cite_above": 0.5})
