@@ -211,9 +211,10 @@ def test_every_split_is_reported_by_intent_with_its_shape_checks(report):
 def test_the_outcomes_add_up(report):
     for split in report["splits"].values():
         for figures in (system["overall"] for system in split["systems"].values()):
-            assert figures["off_corpus_high"] + figures["off_corpus_low"] + figures[
-                "abstention_recall"
-            ] == pytest.approx(1)
+            if figures["off_corpus_high"] is not None:  # test5 has no off-corpus question
+                assert figures["off_corpus_high"] + figures["off_corpus_low"] + figures[
+                    "abstention_recall"
+                ] == pytest.approx(1)
             assert figures["answerable_high_gold"] + figures["answerable_low"] + figures["false_abstention"] <= 1 + 1e-9
 
 
