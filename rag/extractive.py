@@ -4,7 +4,7 @@ cover what the question asks, with no model and in milliseconds."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .citations import MARKER
@@ -466,7 +466,7 @@ class ExtractiveGenerator:
         # What is asked of each paper, by the question's own words ("which weakness is each one
         # going after?" asks for each one's problem), when it is more than how they compare.
         asked_of_each = intent_of(ask.question, several=False)
-        wants_code = bool(_CODE_QUESTION.search(question))
+        shown = _shown(question)
         lines = []
         for n in named:
             own = [c for c in candidates if c.source == n]
@@ -491,11 +491,7 @@ class ExtractiveGenerator:
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
             # What is asked rarely fits one sentence of an abstract: its next best ones too (not
             # where its code is, unless asked).
-            more = [
-                c.sentence
-                for c in method
-                if c.sentence not in chosen and (wants_code or not _BOILERPLATE.search(c.sentence))
-            ]
+            more = [c.sentence for c in method if c.sentence not in chosen and shown(c.sentence)]
             chosen |= set(more[: self.weights.aspect_sentences - 1])
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
@@ -528,7 +524,7 @@ class ExtractiveGenerator:
                 )
                 rows.append("| " + " | ".join(cells) + " |")
             return "\n".join(rows)
-        wants_code = bool(_CODE_QUESTION.search(question))
+        shown = _shown(question)
         lines = []
         for n in order:
             name = sources[n - 1].paper.name
@@ -546,7 +542,7 @@ class ExtractiveGenerator:
             for c in ranked:
                 if len(picked) == wanted:
                     break
-                if c is not None and c not in picked and (wants_code or not _BOILERPLATE.search(c.sentence)):
+                if c is not None and c not in picked and shown(c.sentence):
                     picked.append(c)
             picked = sorted(picked or [best[n]], key=lambda c: sentences.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
@@ -576,6 +572,12 @@ class ExtractiveGenerator:
     def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
         text = self.compose(question, sources, ask)
         yield from re.findall(r"\S+\s*", text)
+
+
+def _shown(question: str) -> Callable[[str], bool]:
+    """Which sentences an answer's line may show: not one saying where the code is, unless asked."""
+    wants_code = bool(_CODE_QUESTION.search(question))
+    return lambda sentence: wants_code or not _BOILERPLATE.search(sentence)
 
 
 def _cell(text: str) -> str:
