@@ -447,20 +447,6 @@ def framing_words(question: str, model: str) -> frozenset[str]:
     do-question that the tagger takes for a noun, and the nouns of a multi-word preposition
     ("in place of", "with respect to")."""
 
-    idioms = [match.span() for match in _IDIOM.finditer(question)]
-
-    def is_content(token) -> bool:
-        if (
-            token.is_stop
-            or any(start <= token.idx < end for start, end in idioms)
-            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children))
-            or token.i in verbs
-        ):
-            return False
-        if token.tag_ in ("VBN", "VBG"):
-            return token.dep_ not in _VERBAL_DEPS and not any(c.dep_ == "dobj" for c in token.children)
-        return token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS
-
     def do_verbs(tokens) -> set[int]:
         """The verb of a do-question when the tagger took it for a noun ("How many tasks does X
         contain?", "how do A and B each decide which ..."): after "do", before any verb, the first
@@ -484,9 +470,23 @@ def framing_words(question: str, model: str) -> frozenset[str]:
                     break
         return out
 
-    content: defaultdict[str, set[bool]] = defaultdict(set)
     tokens = list(tagger(model)(question))
     verbs = do_verbs(tokens)
+    idioms = [match.span() for match in _IDIOM.finditer(question)]
+
+    def is_content(token) -> bool:
+        if (
+            token.is_stop
+            or any(start <= token.idx < end for start, end in idioms)
+            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children))
+            or token.i in verbs
+        ):
+            return False
+        if token.tag_ in ("VBN", "VBG"):
+            return token.dep_ not in _VERBAL_DEPS and not any(c.dep_ == "dobj" for c in token.children)
+        return token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS
+
+    content: defaultdict[str, set[bool]] = defaultdict(set)
     flags = [is_content(token) for token in tokens]
     for token, flag in zip(tokens, flags, strict=True):
         content[token.text.lower()].add(flag)
