@@ -306,20 +306,25 @@ def test_a_follow_up_comparing_it_with_a_named_paper_sets_both_side_by_side(assi
     assert "**SPEED**" in answer.text and answer.missing is None
 
 
+def paper_lines(text: str) -> dict[str, str]:
+    """An answer's lines "- **Name**: ..." (a comparison's, a list's), by paper name."""
+    return dict(line[len("- **") :].split("**: ", 1) for line in text.splitlines() if line.startswith("- **"))
+
+
 def test_the_problem_each_of_two_named_papers_takes_on_is_set_side_by_side(assistant):
     question = "HAMC and CDAL both cluster multi-view data. What weakness of earlier work does each address?"
     answer = assistant.ask(question)
-    lines = dict(line.split("**: ", 1) for line in answer.text.splitlines() if line.startswith("- **"))
-    assert set(lines) == {"- **HAMC", "- **CDAL"}, answer.text
-    assert "data uncertainty" in lines["- **HAMC"] and "quadratic complexity" in lines["- **CDAL"], answer.text
+    lines = paper_lines(answer.text)
+    assert set(lines) == {"HAMC", "CDAL"}, answer.text
+    assert "data uncertainty" in lines["HAMC"] and "quadratic complexity" in lines["CDAL"], answer.text
 
 
 def test_a_comparison_gives_each_paper_several_sentences_on_what_is_asked_never_its_code_link(assistant):
     answer = assistant.ask("How does HAMC differ from CDAL in multi-view clustering?")
-    lines = dict(line.split("**: ", 1) for line in answer.text.splitlines() if line.startswith("- **"))
-    assert set(lines) == {"- **HAMC", "- **CDAL"}, answer.text
+    lines = paper_lines(answer.text)
+    assert set(lines) == {"HAMC", "CDAL"}, answer.text
     # HAMC's alignment is named two sentences after its introduction and the one after it.
-    assert "asymmetric view alignment" in lines["- **HAMC"], answer.text
+    assert "asymmetric view alignment" in lines["HAMC"], answer.text
     assert all(line.count("[") >= 3 for line in lines.values()), answer.text
     assert "github" not in answer.text.lower()
 
@@ -340,7 +345,7 @@ def test_the_data_asked_of_the_one_paper_answering_is_given_though_it_is_not_nam
 
 def test_an_overview_says_what_each_paper_does_and_how(assistant):
     answer = assistant.ask("Give me an overview of the papers on low-bit quantization of large models.")
-    lines = {line.split("**")[1]: line for line in answer.text.splitlines() if line.startswith("- **")}
+    lines = paper_lines(answer.text)
     assert {"ImpQuant", "ProjQ", "LSGQuant"} <= set(lines), answer.text
     # Its introduction, then the sentence after it: LSGQuant's quantizer is named in the second.
     assert "Dynamic Range Adaptive Quantizer" in lines["LSGQuant"], answer.text
@@ -370,7 +375,7 @@ def test_an_injected_instruction_in_the_question_changes_nothing(assistant):
 
 def test_a_list_says_what_each_paper_is_and_how_it_fits_the_question(assistant):
     answer = assistant.ask("Which papers work with Mixture-of-Experts models?")
-    lines = {line.split("**")[1]: line for line in answer.text.splitlines() if line.startswith("- **")}
+    lines = paper_lines(answer.text)
     assert {"MESA", "MoLF", "ChaosNexus"} <= set(lines), answer.text
     # The sentence introducing the paper, and its sentence on what is asked, in the abstract's order.
     assert "introduce ChaosNexus, a foundation model" in lines["ChaosNexus"], answer.text
