@@ -368,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--split",
         type=_choices("splits", SPLITS),
         default=list(SPLITS),
-        help="comma-separated subset of dev,test,test2 (tune on dev; test2 is held out, only reported)",
+        help=f"comma-separated subset of {','.join(SPLITS)} (tune on dev; the others are held out, only reported)",
     )
     evaluate.add_argument(
         "--questions",
