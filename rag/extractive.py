@@ -94,6 +94,13 @@ _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
 )
 # "What do the papers on X propose?": each paper's contribution is asked.
+# The sentence in which an abstract says what its work is, named or not ("In this work, we present
+# the first theoretical analysis of ...", "We systematically investigate ...").
+_PRESENTS_WORK = re.compile(
+    r"\b(we|this (paper|work|study))\s+(\w+\s+)?(propos|introduc|present|develop|construct|buil|releas|curat|"
+    r"creat|investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
+    re.I,
+)
 _ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
@@ -452,7 +459,11 @@ class ExtractiveGenerator:
         """A paper's sentence introducing its method, and the sentence after it, which most often
         says how the method works (`order`: the abstract's sentences)."""
         by_sentence = {c.sentence: c for c in own}
-        what = next((by_sentence[s] for s in order if s in by_sentence and introduces(s, name)), None)
+        ours = [by_sentence[s] for s in order if s in by_sentence]
+        # A paper without a name (a fifth of the seeds) is introduced by its first "we present ...".
+        what = next((c for c in ours if introduces(c.sentence, name)), None) or next(
+            (c for c in ours if _PRESENTS_WORK.search(c.sentence)), None
+        )
         after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
         return what, after
 
