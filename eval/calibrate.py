@@ -109,7 +109,7 @@ def several_examples(settings: Settings, every: int = 1) -> list[dict]:
         ask, retrieval = asked(assistant, settings, q)
         if not (ask.several or ask.intent in ("list", "summary")) or retrieval.multilingual:
             continue
-        assessed = assistant.assess(retrieval, q["question"], ask.tied, ask.listing)
+        assessed = assistant.assess(retrieval, q["question"], ask)
         hits = assistant.candidates(retrieval, ask.tied, ask.listing)
         best = max(range(len(assessed)), key=lambda i: assessed[i].probability)
         for i, (hit, evidence, sx) in enumerate(zip(hits, assessed, several_features(assessed), strict=True)):

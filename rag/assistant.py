@@ -236,15 +236,14 @@ class Assistant:
 
     # -- evidence -----------------------------------------------------------------------------
 
-    def assess(
-        self, retrieval: Retrieval, asked: str, tied: Collection[str] = (), listing: bool = False
-    ) -> list[Evidence]:
-        """Evidence for the papers an answer may use (the first `answer_sources` hits, and the
-        `tied` ones); `asked`: the user's own question, whose named papers count as named (not
-        those a follow-up borrowed)."""
-        return self.evidence.assess(
-            retrieval.query, self.candidates(retrieval, tied, listing), retrieval.multilingual, asked, tied
-        )
+    def assess(self, retrieval: Retrieval, asked: str, ask: Ask | None = None) -> list[Evidence]:
+        """Evidence for the papers an answer may use (the first `answer_sources` hits, and those
+        the question's analysis `ask` ties to it); `asked`: the user's own question, whose named
+        papers count as named (not those a follow-up borrowed)."""
+        tied = ask.tied if ask else ()
+        hits = self.candidates(retrieval, tied, bool(ask and ask.listing))
+        alternatives = ask.alternatives if ask else ()
+        return self.evidence.assess(retrieval.query, hits, retrieval.multilingual, asked, tied, alternatives)
 
     def candidates(self, retrieval: Retrieval, tied: Collection[str], listing: bool = False) -> list[Hit]:
         first = self.settings.list_sources if listing else self.settings.answer_sources
@@ -269,7 +268,7 @@ class Assistant:
         analysis; the papers it ties to the question are taken as answering."""
         tied = ask.tied if ask else ()
         listing = bool(ask and ask.listing)
-        evidence = self.assess(retrieval, asked, tied, listing)
+        evidence = self.assess(retrieval, asked, ask)
         several = asks_for_several(retrieval.query) or bool(ask and ask.intent in ("list", "summary"))
         hits = self._sources(self.candidates(retrieval, tied, listing), evidence, retrieval, several)
         if ask and ask.only:

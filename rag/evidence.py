@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -138,13 +138,21 @@ class Vocabulary:
         """The stems of a paper's abstract (none for a paper not here)."""
         return self._stems(paper_id)
 
-    def shares(self, question_stems: set[str], paper_id: str) -> tuple[float, float]:
+    def shares(
+        self, question_stems: set[str], paper_id: str, alternatives: Sequence[Sequence[str]] = ()
+    ) -> tuple[float, float]:
         """IDF-weighted shares of the question's stems: those the paper contains (its coverage),
-        and those it lacks while another abstract contains them."""
+        and those it lacks while another abstract contains them. Of `alternatives` ("spiking or
+        binary neural networks": any one will do), a paper holding one is asked that one alone."""
+        own = self.stems_of(paper_id)
+        for group in alternatives:
+            options = [stems(phrase) for phrase in group]
+            held = [option for option in options if option <= own]
+            if held:
+                question_stems = question_stems - (set().union(*options) - set().union(*held))
         total = self.idf.total(question_stems)
         if not total:
             return 0.0, 0.0
-        own = self.stems_of(paper_id)
         return (
             self.idf.total(question_stems & own) / total,
             self.idf.total(s for s in question_stems - own if s in self.idf) / total,
@@ -257,11 +265,12 @@ class EvidenceModel:
         multilingual: bool = False,
         asked: str | None = None,
         tied: Collection[str] = (),
+        alternatives: Sequence[Sequence[str]] = (),
     ) -> list[Evidence]:
         """Evidence for each hit (a `retrieval.Hit`), in the hits' order. `question`: what was
         searched; `asked`: the user's own words when a follow-up was rewritten (default: `question`):
         only a paper named there, or `tied` to it by the question's analysis, is taken as the
-        subject whatever the scores."""
+        subject whatever the scores. `alternatives`: the question's constraints joined by "or"."""
         w = self.weights(multilingual)
         question_stems = stems(question)
         unknown = any(not self.vocabulary.knows(word) for word in name_like(question))
@@ -270,7 +279,7 @@ class EvidenceModel:
             others = max((h.dense_score for j, h in enumerate(hits) if j != i), default=0.0)
             sentence = max(hit.sentence_scores.values(), default=0.0)
             named = hit.paper.paper_id in tied or mentions(asked or question, hit.paper.name)
-            coverage, elsewhere = self.vocabulary.shares(question_stems, hit.paper.paper_id)
+            coverage, elsewhere = self.vocabulary.shares(question_stems, hit.paper.paper_id, alternatives)
             logit = (
                 w.bias
                 + w.dense * hit.dense_score

@@ -6,6 +6,8 @@ from rag.constraints import ConstraintCheck, check, heaviest_unfound, support
 from rag.corpus import Paper
 from rag.evidence import Vocabulary
 from rag.lexicon import Lexicon, aliases_in
+from rag.question import analyse
+from rag.text import stems
 
 DISTILLED = Paper("p1", "We distill a multi-step diffusion sampler for images, one of many generators.", "P1", None)
 SPIRAL = Paper("p2", "Spiral RoPE extends Rotary Position Embedding (RoPE) to vision models.", "Spiral RoPE", None)
@@ -256,3 +258,15 @@ def test_a_swapped_constraint_is_named_and_not_answered_high(assistant):
 def test_a_name_no_abstract_holds_is_never_high(assistant):
     answer = assistant.ask("How does SPEED compare with Medusa's speculative decoding on LLaDA-8B-Instruct?")
     assert answer.confidence != "high" and answer.support == 0.0
+
+
+def test_a_paper_holding_one_of_the_alternatives_covers_the_question():
+    spiking = Paper("p6", "We convert trained networks into spiking neural networks for control.", "P6", None)
+    words = vocabulary(spiking, DISTILLED)
+    asked = "Which papers deal with spiking or binary neural networks?"
+    alternatives = analyse(asked).alternatives
+    question = stems("spiking binary neural networks")
+    plain, _ = words.shares(question, "p6")
+    either, _ = words.shares(question, "p6", alternatives)
+    assert plain < either == 1.0, alternatives  # "binary" is not asked of a paper on spiking networks
+    assert words.shares(question, "p1", alternatives) == words.shares(question, "p1")  # it holds neither
