@@ -70,6 +70,10 @@ class ConstraintCheck:
 # ("Qwen2.5-72B"): a paper that does not give it studies another scale, not the asked one in other words.
 _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 
+# An adverb of manner or degree ("strongly", "weakly", "temporally"), of five letters or more ("only"
+# is not); a noun in -ly is not either, its stem keeps the "li" ("anomaly" -> "anomali").
+_ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
+
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
 
 
@@ -158,6 +162,25 @@ def check(
                 return True
         return False
 
+    def unsaid_degree(words: list[str], missing: tuple[str, ...]) -> tuple[str, ...]:
+        """Adverbs the question puts on a word the papers hold, found only as another word of their
+        stem ("strongly convex" where they write "convex" and, elsewhere, "strong guarantees"):
+        another kind of the thing, as a swapped modifier is. Adjacent by stems ("strong convexity")
+        is the same."""
+        out = []
+        for adverb, word in zip(words, words[1:], strict=False) if texts else ():
+            pair = stem_of(adverb.lower()), stem_of(word.lower())
+            if adverb in missing or word in missing or word.lower() in framed() or not all(pair):
+                continue
+            if not _ADVERB.fullmatch(adverb) or any(stem.endswith("li") for stem in pair[0]):
+                continue
+            said = [(first, then) for tokens in written() for first, then in zip(tokens, tokens[1:], strict=False)]
+            # An adverb they write on other words is the same degree said of a paraphrase of the word
+            # ("temporally localized" for "temporally grounded").
+            if not any((stem_of(first), stem_of(then)) == pair or first == adverb.lower() for first, then in said):
+                out.append(adverb)
+        return tuple(out)
+
     checks: list[tuple[str, tuple[str, ...], float, bool]] = []
     for phrase in constraints:
         words = [w for run in question_phrases(phrase) for w in run]
@@ -165,6 +188,8 @@ def check(
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
         missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
+        if degree := unsaid_degree(words, missing):
+            missing, another = missing + degree, True
         checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
     similarity: dict[str, float] = {}

@@ -270,3 +270,24 @@ def test_a_paper_holding_one_of_the_alternatives_covers_the_question():
     either, _ = words.shares(question, "p6", alternatives)
     assert plain < either == 1.0, alternatives  # "binary" is not asked of a paper on spiking networks
     assert words.shares(question, "p1", alternatives) == words.shares(question, "p1")  # it holds neither
+
+
+def test_an_adverb_the_papers_put_on_no_word_is_another_kind_of_the_thing():
+    import numpy as np
+
+    text = "We give strong guarantees on compact convex sets, with temporally localized and precise visual evidence."
+    guarantees = Paper("p7", text, "P7", None)
+    words = vocabulary(guarantees, PLAIN)
+    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+
+    def checked(phrase):
+        (found,) = check([phrase], f"Which paper studies {phrase}?", ["p7"], words, sentences, embed, texts=[text])
+        return found
+
+    strongly = checked("strongly convex sets")  # "strong" is there, said of guarantees
+    assert strongly.missing == ("strongly",) and strongly.other and not strongly.found(0.0)
+    assert checked("strong convexity").missing == ()  # the same words, adjacent
+    assert checked("temporally precise visual evidence").missing == ()  # "temporally" is said, of another word
