@@ -35,7 +35,7 @@ from functools import cache
 import numpy as np
 
 from .evidence import Vocabulary, name_like, question_phrases
-from .text import HYPHENATED_WORD, STOPWORDS, stems
+from .text import CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,14 @@ _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 # An adverb of manner or degree ("strongly", "weakly", "temporally"), of five letters or more ("only"
 # is not); a noun in -ly is not either, its stem keeps the "li" ("anomaly" -> "anomali").
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
+
+# A question about a paper's code, where it is or whether it is out ("Is RLCracker's code available?",
+# "Where can I find the code for ProtDiS?").
+_ASKS_FOR_CODE = re.compile(
+    r"\b(where|available|availability|releas\w*|open[- ]sourc\w*|github|repo|repository|public|publicly|"
+    r"links?|urls?|(its|their) (source )?code|the (source )?code (for|of))\b",
+    re.I,
+)
 
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
 
@@ -181,6 +189,21 @@ def check(
                 out.append(adverb)
         return tuple(out)
 
+    asks_for_code = bool(_ASKS_FOR_CODE.search(question))
+
+    def only_where_the_code_is(word: str) -> bool:
+        """A word the papers hold only in the sentence saying where their code is ("code" of "Our code
+        is available"): their implementation, not what they are about (another thing, as "code" to
+        remove watermarks from is), unless the question asks for their code."""
+        wanted = stem_of(word.lower())
+        if asks_for_code or not wanted or not any(map(CODE_LINK.search, texts)):
+            return False
+        holding = [text for text, tokens in zip(texts, written(), strict=True) if wanted <= words_of(tokens)]
+        return bool(holding) and all(map(CODE_LINK.search, holding))
+
+    def words_of(tokens: list[str]) -> frozenset[str]:
+        return frozenset(stem for token in tokens for stem in stem_of(token))
+
     checks: list[tuple[str, tuple[str, ...], float, bool]] = []
     for phrase in constraints:
         words = [w for run in question_phrases(phrase) for w in run]
@@ -188,6 +211,8 @@ def check(
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
         missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
+        if elsewhere := tuple(w for w in words if w not in missing and only_where_the_code_is(w)):
+            missing, another = missing + elsewhere, True
         if degree := unsaid_degree(words, missing):
             missing, another = missing + degree, True
         checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))

@@ -13,7 +13,7 @@ from .corpus import mentions
 from .lexicon import Lexicon
 from .question import Ask, analyse, intent_of
 from .retrieval import Hit
-from .text import CONTRIBUTION, NEW_WORK, asks_for_several, is_cjk, stems
+from .text import CODE_LINK, CONTRIBUTION, NEW_WORK, asks_for_several, is_cjk, stems
 
 _WHICH = re.compile(
     r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
@@ -93,7 +93,6 @@ _CONTRASTS = re.compile(
 _DEFINITION = re.compile(
     r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
 )
-# "What do the papers on X propose?": each paper's contribution is asked.
 # The sentence in which an abstract says what its work is, named or not ("In this work, we present
 # the first theoretical analysis of ...", "We systematically investigate ...").
 _PRESENTS_WORK = re.compile(
@@ -101,9 +100,9 @@ _PRESENTS_WORK = re.compile(
     r"creat|investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
     re.I,
 )
+# "What do the papers on X propose?": each paper's contribution is asked.
 _ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
 _CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
-_BOILERPLATE = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
 _LEAD_IN = re.compile(
     r"^(?:(?:to (?:address|tackle|overcome|bridge|close|mitigate|solve)[^,]{0,60}|in this (?:work|paper)|here|"
     r"specifically|moreover|furthermore|additionally|finally|however|therefore|thus|in particular|"
@@ -243,7 +242,7 @@ class ExtractiveGenerator:
                     score += spread * w.mechanism
                 if (wants_mechanism or wants_problem) and _RESULT_CLAIM.search(sentence):
                     score -= spread * w.claim
-                if _BOILERPLATE.search(sentence):
+                if CODE_LINK.search(sentence):
                     # "Code is available at ..." answers a question about code and nothing else.
                     score += w.boilerplate if wants_code else -w.boilerplate
                 candidates.append(Candidate(n, sentence, score, frozenset(question_stems & sentence_stems[sentence])))
@@ -588,7 +587,7 @@ class ExtractiveGenerator:
 def _shown(question: str) -> Callable[[str], bool]:
     """Which sentences an answer's line may show: not one saying where the code is, unless asked."""
     wants_code = bool(_CODE_QUESTION.search(question))
-    return lambda sentence: wants_code or not _BOILERPLATE.search(sentence)
+    return lambda sentence: wants_code or not CODE_LINK.search(sentence)
 
 
 def _cell(text: str) -> str:

@@ -35,6 +35,9 @@ NEW_WORK = re.compile(
     re.I,
 )
 
+# A sentence saying where the paper's code is: not what the paper is about.
+CODE_LINK = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
+
 
 def is_cjk(text: str) -> bool:
     """True when a question is written (mostly) in Chinese, Japanese or Korean script."""

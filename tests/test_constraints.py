@@ -291,3 +291,25 @@ def test_an_adverb_the_papers_put_on_no_word_is_another_kind_of_the_thing():
     assert strongly.missing == ("strongly",) and strongly.other and not strongly.found(0.0)
     assert checked("strong convexity").missing == ()  # the same words, adjacent
     assert checked("temporally precise visual evidence").missing == ()  # "temporally" is said, of another word
+
+
+def test_a_word_held_only_where_the_code_is_is_not_what_the_paper_is_about():
+    import numpy as np
+
+    texts = ["We remove watermarks from texts with reinforcement learning.", "Our code is available at https://x.org."]
+    cracker = Paper("p8", " ".join(texts), "P8", None)
+    words = vocabulary(cracker, PLAIN)
+    sentences = np.ones((2, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+
+    def checked(question, phrase):
+        (found,) = check([phrase], question, ["p8"], words, sentences, embed, texts=texts)
+        return found
+
+    code = checked("Which paper removes watermarks from code?", "code")
+    assert code.missing == ("code",) and code.other and not code.found(0.0)  # their code, not code as data
+    assert checked("Is their code available?", "code").missing == ()
+    assert checked("Where can I find the code for P8?", "code").missing == ()
+    assert checked("Which paper removes watermarks from texts?", "texts").missing == ()
