@@ -27,7 +27,7 @@ from .errors import GeneratorError, QueryError
 from .evidence import Evidence, EvidenceModel, Missing, name_like, question_phrases
 from .extractive import ExtractiveGenerator
 from .generation import Generator, make_generator
-from .question import Ask, analyse, framing_words, intent_of
+from .question import Ask, analyse, framing_words, intent_of, without_exclusions
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
 from .suggestions import next_questions
@@ -377,7 +377,9 @@ class Assistant:
         timings: dict[str, float] = {}
         started = time.perf_counter()
 
-        query, alone = self.condense(question, history or [], k)
+        # Searched, analysed and checked without what it leaves out (an LLM reads it whole).
+        asked = without_exclusions(question)
+        query, alone = self.condense(asked, history or [], k)
         timings["condense"] = (time.perf_counter() - started) * 1000
         mark = time.perf_counter()
         ask = self.analyse(question, query)
@@ -389,13 +391,13 @@ class Assistant:
         timings["retrieve"] = (time.perf_counter() - mark) * 1000
 
         mark = time.perf_counter()
-        verdict = self.judge(retrieval, question, ask)
+        verdict = self.judge(retrieval, asked, ask)
         sources, confidence, missing = verdict.hits, verdict.confidence, verdict.missing
         extract_for = query  # what the extractive generator picks sentences for
         if alone is not None and retrieval is not alone:
             # A follow-up: its papers come from the conversation, its sentences from the question.
             sources = [self.retriever.rescored(hit, alone) for hit in sources]
-            extract_for = question
+            extract_for = asked
         if not sources:
             text = self.abstention(retrieval.hits, ask)
             timings["first_piece"] = (time.perf_counter() - started) * 1000
@@ -431,7 +433,9 @@ class Assistant:
         tracker = CitationTracker(sources, self.support, self.settings.support_threshold)
         pieces: list[str] = []
         try:
-            for piece in generator.stream(extract_for if generator is self.extractive else query, sources, ask):
+            for piece in generator.stream(
+                extract_for if generator is self.extractive else question if query == asked else query, sources, ask
+            ):
                 shown = tracker.feed(piece)
                 if shown:
                     timings.setdefault("first_piece", (time.perf_counter() - started) * 1000)

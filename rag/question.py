@@ -56,6 +56,22 @@ def expanded(question: str) -> str:
     return _CONTRACTION.sub(r"\1 is", " ".join(question.replace("’", "'").split()))
 
 
+# What a question leaves out ("... agents (excluding RL fine-tuning of language models)", "methods
+# other than pruning"), to the end of its clause; not a word quoted ("'not'/'except' queries").
+_EXCLUSION = re.compile(
+    r"\s*[(,;]?\s*\b(?:excluding|except(?: for)?|other than|apart from|aside from|not counting|but not)\s+"
+    r"(?![\'\"‘“])[^,;.?!()]+\)?",
+    re.I,
+)
+
+
+def without_exclusions(question: str) -> str:
+    """The question less what it leaves out: searched for and checked, that part would bring the
+    very papers it excludes (an LLM answering reads the question whole)."""
+    kept = _EXCLUSION.sub("", question).strip(" ,;")
+    return kept[:1].upper() + kept[1:] if kept.rstrip("?.! ") else question
+
+
 # A question's form opens it, or follows its context ("Prior work blamed X. Why ...?", "In
 # unsupervised environment design, why ...?").
 _OPENS = r"(?:^|(?<=[.!?,])\s)\W*"
@@ -367,7 +383,7 @@ def alternatives_of(topic: str, constraints: Sequence[str]) -> tuple[tuple[str, 
 def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
     """`named`: the papers the question names (found by the retriever's name index), and for a
     follow-up those of the conversation it continues."""
-    question = expanded(question)
+    question = without_exclusions(expanded(question))
     several = asks_for_several(question)
     # In the order the question names them: a comparison sets them side by side in that order.
     named = sorted(named, key=lambda p: question.find(p.name) % (len(question) + 1))

@@ -4,7 +4,7 @@ constraints that never hold the words saying what kind of answer is wanted."""
 import pytest
 
 from rag.corpus import Paper
-from rag.question import analyse, topic_of
+from rag.question import analyse, topic_of, without_exclusions
 
 WORDS_OF_INTENT = {
     "compare",
@@ -185,3 +185,16 @@ def test_the_analysis_serialises_for_clients():
     assert d["intent"] == "list"
     assert [f["type"] for f in d["facts"]] == ["text", "number"]
     assert d["constraints"] and set(d) == {"intent", "named", "facts", "constraints"}
+
+
+def test_what_a_question_leaves_out_is_neither_searched_for_nor_a_constraint():
+    asked = "Give me an overview of the RL papers on control (excluding RL fine-tuning of language models)."
+    assert without_exclusions(asked) == "Give me an overview of the RL papers on control."
+    assert "fine-tuning" not in " ".join(analyse(asked).constraints)
+    assert without_exclusions("Except for quantization, which compression methods appear?") == (
+        "Which compression methods appear?"
+    )
+    assert without_exclusions("Which papers use metrics other than accuracy?") == "Which papers use metrics?"
+    quoted = "Which work tells apart failures on 'not'/'except' style queries?"
+    assert without_exclusions(quoted) == quoted  # a word quoted, not an exclusion
+    assert without_exclusions("Excluding everything?") == "Excluding everything?"  # nothing left to ask
