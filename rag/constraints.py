@@ -196,13 +196,13 @@ def check(
         is available"): their implementation, not what they are about (another thing, as "code" to
         remove watermarks from is), unless the question asks for their code."""
         wanted = stem_of(word.lower())
-        if asks_for_code or not wanted or not any(map(CODE_LINK.search, texts)):
+        if asks_for_code or not wanted or not any(code_links()):
             return False
-        holding = [text for text, tokens in zip(texts, written(), strict=True) if wanted <= words_of(tokens)]
-        return bool(holding) and all(map(CODE_LINK.search, holding))
+        holding = [link for link, held in zip(code_links(), sentence_stems(), strict=True) if wanted <= held]
+        return bool(holding) and all(holding)
 
-    def words_of(tokens: list[str]) -> frozenset[str]:
-        return frozenset(stem for token in tokens for stem in stem_of(token))
+    code_links = cache(lambda: [CODE_LINK.search(text) is not None for text in texts])
+    sentence_stems = cache(lambda: [frozenset(s for token in tokens for s in stem_of(token)) for tokens in written()])
 
     checks: list[tuple[str, tuple[str, ...], float, bool]] = []
     for phrase in constraints:
