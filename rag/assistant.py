@@ -31,11 +31,11 @@ from .question import Ask, analyse, framing_words, intent_of, without_exclusions
 from .retrieval import Hit, Retrieval, Retriever
 from .stores.base import SearchIndex
 from .suggestions import next_questions
-from .text import asks_for_several, content_words, is_cjk, stems
+from .text import NEW_WORK_VERBS, asks_for_several, content_words, is_cjk, stems
 
 # A question asking for papers that contribute something ("Which papers propose new benchmarks?"):
 # a paper holds its term only in a sentence saying what it contributes.
-_ASKS_FOR_NEW = re.compile(r"\b(propos|introduc|present|develop|construct|build|releas|curat|creat)\w*\b", re.I)
+_ASKS_FOR_NEW = re.compile(rf"\b({NEW_WORK_VERBS})\w*\b", re.I)
 _FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"
     r"|^(and|also|what about|how about)\b|它|这个|该|这篇|他们|其",

@@ -13,7 +13,7 @@ from .corpus import mentions
 from .lexicon import Lexicon
 from .question import Ask, analyse, intent_of
 from .retrieval import Hit
-from .text import CODE_LINK, CONTRIBUTION, NEW_WORK, asks_for_several, is_cjk, stems
+from .text import CODE_LINK, CONTRIBUTION, NEW_WORK, NEW_WORK_VERBS, asks_for_several, is_cjk, stems
 
 _WHICH = re.compile(
     r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
@@ -96,8 +96,8 @@ _DEFINITION = re.compile(
 # The sentence in which an abstract says what its work is, named or not ("In this work, we present
 # the first theoretical analysis of ...", "We systematically investigate ...").
 _PRESENTS_WORK = re.compile(
-    r"\b(we|this (paper|work|study))\s+(\w+\s+)?(propos|introduc|present|develop|construct|buil|releas|curat|"
-    r"creat|investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
+    rf"\b(we|this (paper|work|study))\s+(\w+\s+)?({NEW_WORK_VERBS}|"
+    r"investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
     re.I,
 )
 # "What do the papers on X propose?": each paper's contribution is asked.
