@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -209,9 +210,15 @@ def summarise(records: list[dict]) -> dict:
     return {"overall": aggregate(records), "by_type": by_type, "by_intent": by_intent}
 
 
-def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS, progress: bool = False) -> dict:
-    """Run every question of every split through each system; the index is loaded once and shared.
-    A question with an `exclude` list is asked of an assistant that cannot see those papers."""
+def evaluate(
+    settings: Settings,
+    splits: dict[str, list[dict]],
+    systems: Sequence[str] | Mapping[str, Sequence[str]] = SYSTEMS,
+    progress: bool = False,
+) -> dict:
+    """Run every question of every split through each system (`systems`, or per split name); the
+    index is loaded once and shared. A question with an `exclude` list is asked of an assistant
+    that cannot see those papers."""
     from tqdm import tqdm
 
     from .assistant import Assistant
@@ -230,11 +237,13 @@ def evaluate(settings: Settings, splits: dict[str, list[dict]], systems=SYSTEMS,
         "generator": generator.name,
         "splits": {},
     }
-    bar = tqdm(total=sum(map(len, splits.values())) * len(systems), desc="eval", disable=not progress, unit="q")
+    per_split = {name: systems.get(name, ()) if isinstance(systems, Mapping) else systems for name in splits}
+    total = sum(len(questions) * len(per_split[name]) for name, questions in splits.items())
+    bar = tqdm(total=total, desc="eval", disable=not progress, unit="q")
     started = time.perf_counter()
     for name, questions in splits.items():
         split: dict[str, Any] = {"questions": len(questions), "systems": {}, "records": {}}
-        for system in systems:
+        for system in per_split[name]:
             system_settings = settings.model_copy(update={"retrieval_mode": system})
             assistant = Assistant(index, system_settings, generator)
             records = []
