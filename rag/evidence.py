@@ -59,6 +59,16 @@ QUESTION_WORDS = frozenset(
 _GENERIC_SUFFIX = re.compile(r"(?<=\w)-(based|driven|powered|oriented|related|style|like|using)$", re.I)
 
 
+def _stem_prefix(word: str) -> str:
+    """A pattern for the word in any of its forms: its stem and any ending, where the stem is how
+    it begins and four letters or more ("evaluating" -> "evalu\\w*"); else the word as written
+    ("re", "one", "Qwen2")."""
+    stem = next(iter(stems(word)), "")
+    if word.isalpha() and len(stem) >= 4 and word.lower().startswith(stem):
+        return re.escape(stem) + r"\w*"
+    return re.escape(word)
+
+
 def name_like(question: str) -> list[str]:
     """The words of a question that look like names (not its first word, which is capitalised anyway)."""
     return [
@@ -172,9 +182,10 @@ class Vocabulary:
         if not wanted:
             return True
         if "-" in word.strip("-"):
-            pattern = re.compile(
-                r"(?<![\w-])" + r"[-\s]".join(map(re.escape, filter(None, word.split("-")))), re.IGNORECASE
-            )
+            # Each part in any of its forms ("re-evaluating" finds "re-evaluation"), joined by a
+            # hyphen, a dash or a space.
+            parts = [_stem_prefix(part) for part in word.split("-") if part]
+            pattern = re.compile(r"(?<![\w-])" + r"[-\u2010-\u2014\s]".join(parts), re.IGNORECASE)
             return any((paper := self.papers.get(pid)) is not None and pattern.search(paper.text) for pid in paper_ids)
         return any(wanted <= self.stems_of(pid) for pid in paper_ids)
 

@@ -35,6 +35,16 @@ def test_a_hyphenated_modifier_is_found_only_whole():
     assert words.found("images", ["p1"]) and not words.found("videos", ["p1"])
 
 
+def test_a_hyphenated_word_is_found_in_any_form_of_its_parts_but_whole():
+    paper = Paper("p9", "We avoid re-evaluations with reliable evaluation of question–answer pairs.", "P9", None)
+    words = vocabulary(paper, DISTILLED)
+    assert words.found("re-evaluating", ["p9"]) and words.found("question-answer", ["p9"])
+    assert words.found("reliable-evaluations", ["p9"])  # as written with a space
+    reliable = Paper("p10", "A reliable evaluation of samplers.", "P10", None)
+    assert not vocabulary(reliable).found("re-evaluating", ["p10"])  # a short part as written: not "reliable"
+    assert words.found("multi-steps", ["p1"]) and not words.found("one-step", ["p1"])
+
+
 def test_a_generic_suffix_is_found_with_its_head_unless_the_paper_goes_without():
     free = Paper("p4", "A training-free sampler built on honeypots.", "P4", None)
     words = vocabulary(DISTILLED, free)
