@@ -59,14 +59,22 @@ QUESTION_WORDS = frozenset(
 _GENERIC_SUFFIX = re.compile(r"(?<=\w)-(based|driven|powered|oriented|related|style|like|using)$", re.I)
 
 
-def _stem_prefix(word: str) -> str:
-    """A pattern for the word in any of its forms: its stem and any ending, where the stem is how
-    it begins and four letters or more ("evaluating" -> "evalu\\w*"); else the word as written
-    ("re", "one", "Qwen2")."""
-    stem = next(iter(stems(word)), "")
-    if word.isalpha() and len(stem) >= 4 and word.lower().startswith(stem):
-        return re.escape(stem) + r"\w*"
-    return re.escape(word)
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]*[A-Z0-9]s?")
+_DASH = re.compile(r"[-\u2010-\u2014\s]+")
+
+
+def _written(word: str, text: str) -> bool:
+    """Whether the text writes the hyphenated word: its parts in order, joined by a hyphen, a dash
+    or a space, each part in any form of its stem ("re-evaluating" in "re-evaluations", "fine-tuned"
+    in "fine-tuning", "scaling-law" in "scaling laws"; "re" is not "reliable")."""
+    parts = [part for part in word.split("-") if part]
+    loose = [re.escape(p[:3] if p.isalpha() and len(p) >= 4 else p) + r"\w*" for p in parts]
+    pattern = re.compile(r"(?<![\w-])" + r"[-\u2010-\u2014\s]".join(loose) + r"(?!\w)", re.IGNORECASE)
+    for found in pattern.finditer(text):
+        pieces = _DASH.split(found[0])
+        if all(stems(piece) == stems(part) for piece, part in zip(pieces, parts, strict=True)):
+            return True
+    return False
 
 
 def name_like(question: str) -> list[str]:
@@ -182,12 +190,12 @@ class Vocabulary:
         if not wanted:
             return True
         if "-" in word.strip("-"):
-            # Each part in any of its forms ("re-evaluating" finds "re-evaluation"), joined by a
-            # hyphen, a dash or a space.
-            parts = [_stem_prefix(part) for part in word.split("-") if part]
-            pattern = re.compile(r"(?<![\w-])" + r"[-\u2010-\u2014\s]".join(parts), re.IGNORECASE)
-            return any((paper := self.papers.get(pid)) is not None and pattern.search(paper.text) for pid in paper_ids)
-        return any(wanted <= self.stems_of(pid) for pid in paper_ids)
+            return any((paper := self.papers.get(pid)) is not None and _written(word, paper.text) for pid in paper_ids)
+        # An acronym is found in its plural and back ("LLM" in "LLMs", "GNNs" in "GNN").
+        forms = [wanted]
+        if _ACRONYM.fullmatch(word):
+            forms.append(stems(word[:-1] if word.endswith("s") else f"{word}s"))
+        return any(form <= self.stems_of(pid) for form in forms for pid in paper_ids)
 
     def aliased(self, phrase: str, paper_ids: list[str]) -> set[str]:
         """The words of `phrase` (lowercased) that the papers hold under an alias the corpus

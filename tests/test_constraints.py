@@ -36,9 +36,11 @@ def test_a_hyphenated_modifier_is_found_only_whole():
 
 
 def test_a_hyphenated_word_is_found_in_any_form_of_its_parts_but_whole():
-    paper = Paper("p9", "We avoid re-evaluations with reliable evaluation of question–answer pairs.", "P9", None)
+    text = "We avoid re-evaluations of LLMs with reliable evaluation of question–answer pairs after fine-tuning."
+    paper = Paper("p9", text, "P9", None)
     words = vocabulary(paper, DISTILLED)
     assert words.found("re-evaluating", ["p9"]) and words.found("question-answer", ["p9"])
+    assert words.found("fine-tuned", ["p9"]) and words.found("LLM", ["p9"])  # another form; an acronym's plural
     assert words.found("reliable-evaluations", ["p9"])  # as written with a space
     reliable = Paper("p10", "A reliable evaluation of samplers.", "P10", None)
     assert not vocabulary(reliable).found("re-evaluating", ["p10"])  # a short part as written: not "reliable"
