@@ -96,7 +96,7 @@ _DEFINITION = re.compile(
 # The sentence in which an abstract says what its work is, named or not ("In this work, we present
 # the first theoretical analysis of ...", "We systematically investigate ...").
 _PRESENTS_WORK = re.compile(
-    rf"\b(we|this (paper|work|study))\s+(\w+\s+)?({NEW_WORK_VERBS}|"
+    rf"\b(we|this (paper|work|study))\s+(\w+\s+)?({NEW_WORK_VERBS}|buil|"
     r"investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
     re.I,
 )

@@ -29,9 +29,10 @@ STOPWORDS = frozenset(
 
 # A sentence that states what the paper contributes ("We propose X", "this paper introduces Y").
 CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|show|find|demonstrate)\b", re.I)
-# The verbs (their stems) with which a paper says what it brings.
-NEW_WORK_VERBS = "propos|introduc|present|develop|construct|build|buil|releas|curat|creat"
-NEW_WORK = re.compile(rf"\b(we|this (paper|work))\s+(\w+\s+)?({NEW_WORK_VERBS})\w*\b", re.I)
+# The verbs (their stems) with which a paper says what it brings; "built" only in a paper's words
+# ("we built"): a question's "built on X" asks for a use, not a contribution.
+NEW_WORK_VERBS = "propos|introduc|present|develop|construct|build|releas|curat|creat"
+NEW_WORK = re.compile(rf"\b(we|this (paper|work))\s+(\w+\s+)?({NEW_WORK_VERBS}|buil)\w*\b", re.I)
 
 # A sentence saying where the paper's code is: not what the paper is about.
 CODE_LINK = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
