@@ -5,9 +5,11 @@ A constraint is a content phrase of the question (rag/question.py): "video gener
 is about something next to the question ("text watermarks" for "image watermarks"). A
 constraint is found in the answering papers
 
-- by its words, stemmed ("generates" finds "generation"); a hyphenated word only whole, as
-  written or with a space ("one-step" is not found in "multi-step ... one of"): modifiers count;
-  one whose modifier no answering paper holds is another thing, never high;
+- by its words, stemmed ("generates" finds "generation"); a hyphenated word only whole, its
+  parts in order and in any form, joined by a hyphen, a dash or a space ("one-step" is not found
+  in "multi-step ... one of"): modifiers count; one whose modifier no answering paper holds is
+  another thing, never high; so is an adverb they never put on the word ("strongly convex"), and
+  a word they hold only where they say where their code is;
 - by an alias the corpus defines ("Rotary Position Embedding (RoPE)" in any abstract lets
   "RoPE" find "rotary position embedding" and back);
 - softly: its best cosine with a sentence of the answering papers reaches `soft_above` (other
@@ -182,12 +184,13 @@ def check(
                 continue
             if not _ADVERB.fullmatch(adverb) or any(stem.endswith("li") for stem in pair[0]):
                 continue
-            said = [(first, then) for tokens in written() for first, then in zip(tokens, tokens[1:], strict=False)]
             # An adverb they write on other words is the same degree said of a paraphrase of the word
             # ("temporally localized" for "temporally grounded").
-            if not any((stem_of(first), stem_of(then)) == pair or first == adverb.lower() for first, then in said):
+            if not any((stem_of(first), stem_of(then)) == pair or first == adverb.lower() for first, then in said()):
                 out.append(adverb)
         return tuple(out)
+
+    said = cache(lambda: [pair for tokens in written() for pair in zip(tokens, tokens[1:], strict=False)])
 
     asks_for_code = bool(_ASKS_FOR_CODE.search(question))
 
