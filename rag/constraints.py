@@ -8,8 +8,9 @@ constraint is found in the answering papers
 - by its words, stemmed ("generates" finds "generation"); a hyphenated word only whole, its
   parts in order and in any form, joined by a hyphen, a dash or a space ("one-step" is not found
   in "multi-step ... one of"): modifiers count; one whose modifier no answering paper holds is
-  another thing, never high; so is an adverb they never put on the word ("strongly convex"), and
-  a word they hold only where they say where their code is;
+  another thing, never high; so is an adverb they never put on the word ("strongly convex"), a
+  word asked bare that they only qualify ("only convex" where they say "strongly convex"), and a
+  word they hold only where they say where their code is;
 - by an alias the corpus defines ("Rotary Position Embedding (RoPE)" in any abstract lets
   "RoPE" find "rotary position embedding" and back);
 - softly: its best cosine with a sentence of the answering papers reaches `soft_above` (other
@@ -83,6 +84,8 @@ _ASKS_FOR_CODE = re.compile(
     r"links?|urls?|(its|their) (source )?code|the (source )?code (for|of))\b",
     re.I,
 )
+
+_ONLY = re.compile(r"\bonly\s+([A-Za-z][\w-]*)", re.I)
 
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
 
@@ -191,6 +194,19 @@ def check(
         return tuple(out)
 
     said = cache(lambda: [pair for tokens in written() for pair in zip(tokens, tokens[1:], strict=False)])
+    # "only convex (rather than strongly convex)": the word asked bare.
+    bare = {word.lower() for word in _ONLY.findall(question)}
+
+    def only_qualified(word: str) -> bool:
+        """A word the question asks for bare ("only convex") that the papers write only with an
+        adverb of degree before it ("strongly convex"): another kind of the thing."""
+        if word.lower() not in bare or not texts:
+            return False
+        wanted = stem_of(word.lower())
+        before = [first for first, then in said() if stem_of(then) == wanted]
+        return bool(before) and all(
+            _ADVERB.fullmatch(first) and not any(stem.endswith("li") for stem in stem_of(first)) for first in before
+        )
 
     asks_for_code = bool(_ASKS_FOR_CODE.search(question))
 
@@ -216,7 +232,7 @@ def check(
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
         if elsewhere := tuple(w for w in words if w not in missing and only_where_the_code_is(w)):
             missing, another = missing + elsewhere, True
-        if degree := unsaid_degree(words, missing):
+        if degree := unsaid_degree(words, missing) + tuple(w for w in words if w not in missing and only_qualified(w)):
             missing, another = missing + degree, True
         checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]

@@ -325,3 +325,23 @@ def test_a_word_held_only_where_the_code_is_is_not_what_the_paper_is_about():
     assert checked("Is their code available?", "code").missing == ()
     assert checked("Where can I find the code for P8?", "code").missing == ()
     assert checked("Which paper removes watermarks from texts?", "texts").missing == ()
+
+
+def test_a_word_asked_bare_that_the_papers_only_qualify_is_another_kind_of_the_thing():
+    import numpy as np
+
+    texts = ["We prove linear rates for strongly convex objectives."]
+    paper = Paper("p11", texts[0], "P11", None)
+    words = vocabulary(paper, PLAIN)
+    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+
+    def checked(question):
+        (found,) = check(["convex objectives"], question, ["p11"], words, sentences, embed, texts=texts)
+        return found
+
+    only = checked("Which paper proves rates for only convex rather than strongly convex objectives?")
+    assert only.missing == ("convex",) and only.other and not only.found(0.0)
+    assert checked("Which paper proves rates for convex objectives?").missing == ()
