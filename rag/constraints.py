@@ -38,7 +38,7 @@ from functools import cache
 import numpy as np
 
 from .evidence import Vocabulary, name_like, question_phrases
-from .text import CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
+from .text import ASKS_FOR_CODE, CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,6 @@ _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 # An adverb of manner or degree ("strongly", "weakly", "temporally"), of five letters or more ("only"
 # is not); a noun in -ly is not either, its stem keeps the "li" ("anomaly" -> "anomali").
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
-
-# A question about a paper's code, where it is or whether it is out ("Is RLCracker's code available?",
-# "Where can I find the code for ProtDiS?").
-_ASKS_FOR_CODE = re.compile(
-    r"\b(where|available|availability|releas\w*|open[- ]sourc\w*|github|repo|repository|public|publicly|"
-    r"links?|urls?|(its|their) (source )?code|the (source )?code (for|of))\b",
-    re.I,
-)
 
 _ONLY = re.compile(r"\bonly\s+([A-Za-z][\w-]*)", re.I)
 
@@ -208,7 +200,7 @@ def check(
             _ADVERB.fullmatch(first) and not any(stem.endswith("li") for stem in stem_of(first)) for first in before
         )
 
-    asks_for_code = bool(_ASKS_FOR_CODE.search(question))
+    asks_for_code = bool(ASKS_FOR_CODE.search(question))
 
     def only_where_the_code_is(word: str) -> bool:
         """A word the papers hold only in the sentence saying where their code is ("code" of "Our code

@@ -13,7 +13,7 @@ from .corpus import mentions
 from .lexicon import Lexicon
 from .question import Ask, analyse, intent_of
 from .retrieval import Hit
-from .text import CODE_LINK, CONTRIBUTION, NEW_WORK, NEW_WORK_VERBS, asks_for_several, is_cjk, stems
+from .text import ASKS_FOR_CODE, CODE_LINK, CONTRIBUTION, NEW_WORK, NEW_WORK_VERBS, asks_for_several, is_cjk, stems
 
 _WHICH = re.compile(
     r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
@@ -102,7 +102,6 @@ _PRESENTS_WORK = re.compile(
 )
 # "What do the papers on X propose?": each paper's contribution is asked.
 _ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
-_CODE_QUESTION = re.compile(r"\b(code|github|repo|repository|implementation|source)\b", re.I)
 _LEAD_IN = re.compile(
     r"^(?:(?:to (?:address|tackle|overcome|bridge|close|mitigate|solve)[^,]{0,60}|in this (?:work|paper)|here|"
     r"specifically|moreover|furthermore|additionally|finally|however|therefore|thus|in particular|"
@@ -201,7 +200,7 @@ class ExtractiveGenerator:
         wants_problem = ask.intent == "limitation"
         wants_mechanism = ask.intent == "how-it-works"
         wants_contrast = ask.intent == "comparison"
-        wants_code = bool(_CODE_QUESTION.search(question))
+        wants_code = bool(ASKS_FOR_CODE.search(question))
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
         named = {n for n, hit in enumerate(sources, start=1) if mentions(naming or question, hit.paper.name)}
@@ -586,7 +585,7 @@ class ExtractiveGenerator:
 
 def _shown(question: str) -> Callable[[str], bool]:
     """Which sentences an answer's line may show: not one saying where the code is, unless asked."""
-    wants_code = bool(_CODE_QUESTION.search(question))
+    wants_code = bool(ASKS_FOR_CODE.search(question))
     return lambda sentence: wants_code or not CODE_LINK.search(sentence)
 
 

@@ -36,6 +36,14 @@ NEW_WORK = re.compile(rf"\b(we|this (paper|work))\s+(\w+\s+)?({NEW_WORK_VERBS}|b
 
 # A sentence saying where the paper's code is: not what the paper is about.
 CODE_LINK = re.compile(r"https?://|\bcode (is|and)\b|\bavailable at\b|\bpublicly available\b", re.I)
+# A question asking for a paper's code, where it is or whether it is out ("Is RLCracker's code
+# available?", "Where can I find the code for ProtDiS?"); not code as a subject ("watermarks in code").
+ASKS_FOR_CODE = re.compile(
+    r"\b(where (can|could|is|are|do|does)|github|repo|repository|source code|implementation|"
+    r"(its|their|the) (source )?code|code (for|of|is|are|available|released|public\w*)|"
+    r"(releas\w*|open[- ]sourc\w*|publish\w*|shar\w*|provid\w*) (its |their |the |any )?(source )?code)\b",
+    re.I,
+)
 
 
 def is_cjk(text: str) -> bool:
