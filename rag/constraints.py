@@ -74,7 +74,7 @@ class ConstraintCheck:
 _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 
 # An adverb of manner or degree ("strongly", "weakly", "temporally"), of five letters or more ("only"
-# is not); a noun in -ly is not either, its stem keeps the "li" ("anomaly" -> "anomali").
+# is not); `degree_adverb` in `check` leaves out the nouns in -ly.
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
 
 _ONLY = re.compile(r"\bonly\s+([A-Za-z][\w-]*)", re.I)
@@ -177,7 +177,7 @@ def check(
             pair = stem_of(adverb.lower()), stem_of(word.lower())
             if adverb in missing or word in missing or word.lower() in framed() or not all(pair):
                 continue
-            if not _ADVERB.fullmatch(adverb) or any(stem.endswith("li") for stem in pair[0]):
+            if not degree_adverb(adverb):
                 continue
             # An adverb they write on other words is the same degree said of a paraphrase of the word
             # ("temporally localized" for "temporally grounded").
@@ -196,9 +196,11 @@ def check(
             return False
         wanted = stem_of(word.lower())
         before = [first for first, then in said() if stem_of(then) == wanted]
-        return bool(before) and all(
-            _ADVERB.fullmatch(first) and not any(stem.endswith("li") for stem in stem_of(first)) for first in before
-        )
+        return bool(before) and all(map(degree_adverb, before))
+
+    def degree_adverb(word: str) -> bool:
+        """An adverb in -ly, not a noun in -ly (its stem keeps the "li": "anomaly" -> "anomali")."""
+        return bool(_ADVERB.fullmatch(word)) and not any(stem.endswith("li") for stem in stem_of(word.lower()))
 
     asks_for_code = bool(ASKS_FOR_CODE.search(question))
 
@@ -222,10 +224,11 @@ def check(
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
         missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
-        if elsewhere := tuple(w for w in words if w not in missing and only_where_the_code_is(w)):
-            missing, another = missing + elsewhere, True
-        if degree := unsaid_degree(words, missing) + tuple(w for w in words if w not in missing and only_qualified(w)):
-            missing, another = missing + degree, True
+        # Words found, but as another kind of the thing: never high.
+        code_only = tuple(w for w in words if w not in missing and only_where_the_code_is(w))
+        found = [w for w in words if w not in missing + code_only]
+        if kind := (*code_only, *unsaid_degree(words, missing + code_only), *filter(only_qualified, found)):
+            missing, another = missing + kind, True
         checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
     similarity: dict[str, float] = {}
