@@ -5,7 +5,8 @@ A constraint is a content phrase of the question (rag/question.py): "video gener
 is about something next to the question ("text watermarks" for "image watermarks"). A
 constraint is found in the answering papers
 
-- by its words, stemmed ("generates" finds "generation"); a hyphenated word only whole, its
+- by its words, stemmed ("generates" finds "generation"), or in another part of speech that the
+  stemmer leaves apart ("medicine" finds "medical"); a hyphenated word only whole, its
   parts in order and in any form, joined by a hyphen, a dash or a space ("one-step" is not found
   in "multi-step ... one of"): modifiers count; one whose modifier no answering paper holds is
   another thing, never high; so is an adverb they never put on the word ("strongly convex"), a
@@ -207,7 +208,8 @@ def check(
     def only_where_the_code_is(word: str) -> bool:
         """A word the papers hold only in the sentence saying where their code is ("code" of "Our code
         is available"): their implementation, not what they are about (another thing, as "code" to
-        remove watermarks from is), unless the question asks for their code."""
+        remove watermarks from is), unless the question asks for their code. A framing word ("the
+        papers here") is not asked of them at all."""
         wanted = stem_of(word.lower())
         if asks_for_code or not wanted or not any(code_links()):
             return False
@@ -225,7 +227,9 @@ def check(
         missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
         # Words found, but as another kind of the thing: never high.
-        code_only = tuple(w for w in words if w not in missing and only_where_the_code_is(w))
+        code_only = tuple(
+            w for w in words if w not in missing and only_where_the_code_is(w) and w.lower() not in framed()
+        )
         found = [w for w in words if w not in missing + code_only]
         if kind := (*code_only, *unsaid_degree(words, missing + code_only), *filter(only_qualified, found)):
             missing, another = missing + kind, True

@@ -59,6 +59,9 @@ QUESTION_WORDS = frozenset(
 _GENERIC_SUFFIX = re.compile(r"(?<=\w)-(based|driven|powered|oriented|related|style|like|using)$", re.I)
 
 
+# A stem found in a longer or shorter one (`Vocabulary.derived`): the shorter has this many letters
+# or more, the longer this many more at most ("medic" / "medicin"; not "art" / "artist").
+DERIVED_PREFIX, DERIVED_SUFFIX = 5, 2
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]*[A-Z0-9]s?")
 _DASH = re.compile(r"[-\u2010-\u2014\s]+")
 
@@ -177,8 +180,9 @@ class Vocabulary:
         )
 
     def found(self, word: str, paper_ids: list[str]) -> bool:
-        """A question word is found in a paper when its stem is; a hyphenated word only whole, as
-        written or with a space, so that its modifier counts ("one-step" is not in "multi-step")."""
+        """A question word is found in a paper when its stem is, or a lowercase word in another part
+        of speech (`derived`); a hyphenated word only whole, as written or with a space, so that its
+        modifier counts ("one-step" is not in "multi-step")."""
         head = _GENERIC_SUFFIX.sub("", word)
         if head != word:
             # ...unless a paper says it goes without ("training-based" is not "training-free").
@@ -195,7 +199,22 @@ class Vocabulary:
         forms = [wanted]
         if _ACRONYM.fullmatch(word):
             forms.append(stems(word[:-1] if word.endswith("s") else f"{word}s"))
-        return any(form <= self.stems_of(pid) for form in forms for pid in paper_ids)
+        if any(form <= self.stems_of(pid) for form in forms for pid in paper_ids):
+            return True
+        return word.isalpha() and word.islower() and all(any(self.derived(s, pid) for pid in paper_ids) for s in wanted)
+
+    def derived(self, stem: str, paper_id: str) -> bool:
+        """A stem the paper holds in another part of speech, which the stemmer leaves apart:
+        "medicin" (medicine) and "medic" (medical), "geometri" and "geometr" (geometric): one a prefix
+        of the other, of `DERIVED_PREFIX` letters or more, the other longer by `DERIVED_SUFFIX` at most."""
+        if len(stem) < DERIVED_PREFIX:
+            return False
+        return any(
+            len(held) >= DERIVED_PREFIX
+            and 0 < abs(len(held) - len(stem)) <= DERIVED_SUFFIX
+            and (held.startswith(stem) or stem.startswith(held))
+            for held in self.stems_of(paper_id)
+        )
 
     def aliased(self, phrase: str, paper_ids: list[str]) -> set[str]:
         """The words of `phrase` (lowercased) that the papers hold under an alias the corpus

@@ -47,6 +47,15 @@ def test_a_hyphenated_word_is_found_in_any_form_of_its_parts_but_whole():
     assert words.found("multi-steps", ["p1"]) and not words.found("one-step", ["p1"])
 
 
+def test_a_word_is_found_in_another_part_of_speech_the_stemmer_leaves_apart():
+    text = "Medical question answering with geometric priors, statistical tests and LLM predictors by an artist."
+    words = vocabulary(Paper("p12", text, "P12", None))
+    assert words.found("medicine", ["p12"]) and words.found("geometry", ["p12"])  # medicin / medic
+    assert words.found("prediction", ["p12"])  # predict / predictor
+    assert not words.found("art", ["p12"])  # a stem under five letters: only as written
+    assert not words.found("statisticians", ["p12"])  # statistician / statist: longer by more than two
+
+
 def test_a_generic_suffix_is_found_with_its_head_unless_the_paper_goes_without():
     free = Paper("p4", "A training-free sampler built on honeypots.", "P4", None)
     words = vocabulary(DISTILLED, free)
@@ -325,6 +334,12 @@ def test_a_word_held_only_where_the_code_is_is_not_what_the_paper_is_about():
     assert checked("Is their code available?", "code").missing == ()
     assert checked("Where can I find the code for P8?", "code").missing == ()
     assert checked("Which paper removes watermarks from texts?", "texts").missing == ()
+    # A word that only frames the question is never missing, even where only the code link holds it.
+    (here,) = check(
+        ["here"], "How is reinforcement learning used here?", ["p8"], words, sentences, embed,
+        texts=[*texts[:1], "Our code is available here."], framing=lambda: {"here", "how", "is", "used"},
+    )  # fmt: skip
+    assert here.missing == ()
 
 
 def test_a_word_asked_bare_that_the_papers_only_qualify_is_another_kind_of_the_thing():
