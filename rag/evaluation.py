@@ -39,7 +39,7 @@ QUESTION_TYPES = (
 SYSTEMS = ("bm25", "dense", "hybrid")
 SPLITS = {
     name: PROJECT_ROOT / "eval" / f"{name}.jsonl"
-    for name in ("dev", "test", "test2", "test3", "test3_contrast", "test4", "test5")
+    for name in ("dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6")
 }
 LOO_SPLIT = "dev-loo"
 DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"

@@ -58,6 +58,7 @@ ALL_TYPES = {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable",
         ("test3_contrast", {"paraphrase", "fact", "unanswerable"}, 60),
         ("test4", {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable"}, 60),
         ("test5", {"multi"}, 29),  # lists and summaries only
+        ("test6", {"name", "fact", "multi"}, 30),  # summaries of one paper and of a few
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_least):
@@ -75,6 +76,7 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
         ("test3_contrast", ["dev"]),
         ("test4", ["dev", "test", "test2", "test3", "test3_contrast"]),
         ("test5", ["dev", "test", "test2", "test3", "test3_contrast", "test4"]),
+        ("test6", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5"]),
     ],
 )
 def test_no_held_out_question_repeats_an_earlier_one(corpus, held_out, earlier):
@@ -206,7 +208,7 @@ def test_every_split_is_reported_by_intent_with_its_shape_checks(report):
 def test_the_outcomes_add_up(report):
     for split in report["splits"].values():
         for figures in (system["overall"] for system in split["systems"].values()):
-            if figures["off_corpus_high"] is not None:  # test5 has no off-corpus question
+            if figures["off_corpus_high"] is not None:  # test5 and test6 have no off-corpus question
                 assert figures["off_corpus_high"] + figures["off_corpus_low"] + figures[
                     "abstention_recall"
                 ] == pytest.approx(1)
@@ -214,7 +216,7 @@ def test_the_outcomes_add_up(report):
 
 
 def test_the_report_shows_dev_and_test_side_by_side_with_a_plot(report, tmp_path):
-    assert list(report["splits"]) == ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5"]
+    assert list(report["splits"]) == ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6"]
     assert all(set(report["splits"][name]["systems"]) == {"bm25", "dense", "hybrid"} for name in ("dev", "test"))
     out = write_report(report, tmp_path)
     markdown = (out / "report.md").read_text()
