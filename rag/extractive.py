@@ -82,6 +82,16 @@ _RESULT_CLAIM = re.compile(
     r"outperform|achiev|attain|surpass)\w*",
     re.I,
 )
+SUMMARY_OF_ONE = 4  # sentences in a summary of one paper: what it brings, how it works, what it finds
+# What a paper finds: a result it reports or a claim it shows ("Experiments show ...", "we prove",
+# "X achieves state-of-the-art", "a 50% improvement"); not a size it sets up ("models of 7B").
+_FINDING = re.compile(
+    _RESULT_CLAIM.pattern
+    + r"|\b(we|this (paper|work))\s+(\w+\s+)?(show|find|found|prove|demonstrat|observ|report)\w*\b"
+    r"|\b(outperform|surpass)\w*|\b(achieves|achieved|attains|attained)\b|\bstate-of-the-art\b"
+    r"|\d[\d.,]*\s*(\\?%|×|\$?\\times|x\b|-?fold\b|times\b)",
+    re.I,
+)
 # "How does X compare with Y?": a sentence setting the paper against others ("outperforms", "unlike",
 # "more accurately than", "whereas", "compared with").
 _CONTRASTS = re.compile(
@@ -315,6 +325,8 @@ class ExtractiveGenerator:
         named = [number[p.paper_id] for p in ask.named if p.paper_id in number]  # in the order asked
         if ask.intent == "comparison" and len(named) >= 2:
             return self.side_by_side(question, sources, named, ask)
+        if ask.intent == "summary" and ask.one_paper:
+            return self.summary_of_one(question, sources, named[0] if len(named) == 1 else 1, ask)
         if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
             return self.per_paper(question, sources, ask)
         chosen = self.select(question, sources, multilingual, ask)
@@ -340,6 +352,27 @@ class ExtractiveGenerator:
         text = self.write(question, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
         return f"{absent} {text}" if absent and text else text
+
+    def summary_of_one(self, question: str, sources: list[Hit], n: int, ask: Ask) -> str:
+        """A summary of one paper (`n`: the one named, else the likeliest): what it brings (its
+        introduction, or its best sentence on the question), how it works (the sentence after, when
+        it claims no result) and what it finds (its first sentence after that reporting a result),
+        in the abstract's order."""
+        source, shown = sources[n - 1], _shown(question)
+        own = [c for c in self.score(question, sources, is_cjk(question), ask) if c.source == n and shown(c.sentence)]
+        if not own:
+            return ""
+        order = list(source.sentence_scores)
+        what, after = self.introduction(own, order, source.paper.name)
+        what = what or own[0]
+        later = order[order.index(what.sentence) + 1 :]
+        how = next((s for s in later[:1] if s == after and not _RESULT_CLAIM.search(s)), None)
+        findings = [s for s in later if s != how and _FINDING.search(s)]
+        # What it finds first (often its claim) and last (often its experiments).
+        picked = [what, *(c for c in own if c.sentence in (how, *findings[:1], *findings[-1:]))]
+        # A role the abstract leaves unfilled goes to its next best sentence on the question.
+        picked += [c for c in own if c not in picked][: SUMMARY_OF_ONE - len(picked)]
+        return self.write(question, sources, sorted(picked, key=lambda c: order.index(c.sentence)))
 
     def per_part(
         self,

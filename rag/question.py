@@ -95,6 +95,15 @@ _COMPARISON = _any(
     r"\bwhich (one|of (the|them|these|those) (two|three|both))\b",
     r"比较|对比|区别|不同|差异|异同|相比|哪个更",
 )
+# How a researcher asks for a paper's gist: "TL;DR of X?", "sum up", "key takeaways", "main
+# contributions", "what is X about?". The words shape the question; they are never its topic.
+_ABOUT = r"\b(is|are) (it |they )?(all )?about(?=\s*(?:[?.,;]|$|and\b))"
+_GIST = (
+    r"\btl;?\s?dr\b|\bsum(s|med|ming)? (it |this |them )?up\b|\bgist\b|\btake-?aways?\b|\bin a nutshell\b"
+    r"|\b(main|key|core|central|principal) (messages?|points?|contributions?|claims?)\b"
+    r"|\b(quick|brief|short|high-level) (overview|summary|recap|rundown|run-down)\b"
+    r"|\b(propose|proposes|introduce|introduces|contribute|contributes) and (show|prove|find|achieve|demonstrate)s?\b"
+)
 _SUMMARY = _any(
     r"\bsummar(y|ies|i[sz]e|i[sz]es|i[sz]ing)\b",
     r"\boverview\b",
@@ -104,6 +113,9 @@ _SUMMARY = _any(
     r"\bwhat (do|does) the (corpus|conference|collection) (say|have|contain)\b",
     r"\b(landscape|state of (the )?(art|research))\b",
     r"\b(main|key|major|common) (ideas|approaches|themes|directions|trends|findings)\b",
+    _GIST,
+    r"\bwhat\b[^?,;]{1,60}?" + _ABOUT,
+    r"\bwhat (is|are) (\S+\s+){1,8}?about(?=\s*(?:[?.,;]|$|and\b))",
     r"总结|概述|综述|概括|归纳|梳理|概览",
 )
 _EXISTENCE = _any(
@@ -193,6 +205,8 @@ _ANSWER_TYPES: dict[Intent, AnswerType] = {
 _SCAFFOLDING = _any(
     r"\b(please|can you|could you|would you|i want to know|i'd like to know|tell me( about)?|give me|show me)\b",
     r"\b(briefly|in short|in detail|in a few (words|sentences)|side by side)\b",
+    _GIST,
+    _ABOUT,
     r"\bcompar(e|es|ed|ing|ison)\b|\bcontrast(s|ed|ing)?\b|\bdiffer(s|ence|ences|ent|ently)?\b|\bversus\b|\bvs\.?",
     r"\bdistinguish\w*\b|\bsimilarit(y|ies)\b|\bin common\b|\bsimilar\b",
     r"\bsummar(y|ies|i[sz]e|i[sz]es|i[sz]ing)\b|\boverview\b|\bsurvey\b|\brecap\b|\blist\b|\benumerate\b",
@@ -270,6 +284,7 @@ class Ask:
     # filled by the assistant, which can look them up.
     tied: tuple[str, ...] = ()
     only: tuple[str, ...] = ()  # when set, the only papers that can answer ("Which papers report results on X?")
+    one_paper: bool = False  # it asks about one paper ("Summarize ChaosNexus", "the paper that ...")
 
     @property
     def listing(self) -> bool:
@@ -380,6 +395,15 @@ def alternatives_of(topic: str, constraints: Sequence[str]) -> tuple[tuple[str, 
     return tuple(tuple(g) for g, joined in zip(groups, links, strict=True) if len(g) > 1 and joined)
 
 
+# A question about one paper that does not name it: "the paper that ...", "this study", "the
+# method which ..." ("the work on X", "the work that ...", "the research" are most often a field).
+_ONE_PAPER = re.compile(
+    r"\b(the|this|that|a|one|its|their)\s+([\w-]+\s+){0,4}?(paper|article|preprint|study)\b"
+    r"|\bthe (method|approach|framework|model|benchmark|system) (that|which|where|whose)\b",
+    re.I,
+)
+
+
 def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
     """`named`: the papers the question names (found by the retriever's name index), and for a
     follow-up those of the conversation it continues."""
@@ -398,6 +422,7 @@ def analyse(question: str, named: Sequence[Paper] = ()) -> Ask:
         alternatives=alternatives_of(topic, constraints),
         topic=topic,
         several=several,
+        one_paper=not several and (len(named) == 1 or bool(_ONE_PAPER.search(question))),
     )
 
 

@@ -351,6 +351,19 @@ def test_an_overview_says_what_each_paper_does_and_how(assistant):
     assert "Dynamic Range Adaptive Quantizer" in lines["LSGQuant"], answer.text
 
 
+@pytest.mark.parametrize(
+    "question",
+    ["Summarize the ChaosNexus paper.", "TL;DR of the paper that forecasts chaotic systems with a foundation model?"],
+)
+def test_a_summary_of_one_paper_says_what_it_is_how_it_works_and_what_it_finds(assistant, question):
+    answer = assistant.ask(question)
+    assert [c.name for c in answer.citations] == ["ChaosNexus"], answer.text
+    said = [s for s in re.split(r"(?<=\])[.!?]\s*", answer.text) if s]
+    assert len(said) == 4, answer.text  # what, how, what it finds first and last, in the abstract's order
+    assert said[0].startswith("The authors introduce ChaosNexus") and "ScaleFormer" in said[0], answer.text
+    assert "attractor statistics" in answer.text, answer.text  # its result
+
+
 def test_a_chinese_question_finds_its_paper(assistant):
     answer = assistant.ask("有没有关于医学音频问答数据集的论文？")
     assert not answer.abstained

@@ -44,6 +44,15 @@ def paper(name: str) -> Paper:
         ("Is pruning after training worse than pruning during it?", "comparison"),
         ("Summarize the work on protein design.", "summary"),
         ("Give me an overview of research on watermarking.", "summary"),
+        ("TL;DR of the paper on watermark removal?", "summary"),
+        ("Key takeaways from the sampler paper?", "summary"),
+        ("Can you sum up what the cache method does?", "summary"),
+        ("What is the gist of the pruning study?", "summary"),
+        ("What are the main contributions of the benchmark paper?", "summary"),
+        ("Tell me what the agent benchmark is about and what it finds.", "summary"),
+        ("What does the estimator paper propose and prove?", "summary"),
+        ("What are the concerns about safety in vision-language models?", "what-is"),
+        ("What main results does the cache method report?", "result"),
         ("Which papers study reinforcement learning for language models?", "list"),
         ("Which papers report results on a long-context benchmark, and by how much?", "list"),
         ("What problem does the new optimizer address?", "limitation"),
@@ -93,6 +102,17 @@ def test_words_of_intent_are_never_constraints():
     ]:
         words = {w.lower() for c in analyse(question).constraints for w in c.split()}
         assert words and not words & WORDS_OF_INTENT, (question, words)
+
+
+def test_the_words_asking_for_a_gist_are_no_constraint_and_one_paper_is_told_from_a_field():
+    gists = ["TL;DR of the honeypot paper?", "Key takeaways from the honeypot paper?"]
+    for question in [*gists, "Give me a quick overview of the honeypot paper.", "What is the honeypot paper about?"]:
+        ask = analyse(question)
+        assert ask.intent == "summary" and ask.constraints == ("honeypot",) and ask.one_paper, (question, ask)
+    assert analyse("Summarize the method that caches key-value states.").one_paper
+    for field in ["Summarize the papers on honeypots.", "Summarize the work on honeypots.",
+                  "Give an overview of the work that uses honeypots."]:  # fmt: skip
+        assert not analyse(field).one_paper, field
 
 
 def test_a_method_s_counted_parts_ask_how_it_works_and_are_no_constraint():
