@@ -307,7 +307,10 @@ def main() -> None:
         "--search", action="store_true", help="only /search at 86 and --papers synthetic papers (bench/scale_search.py)"
     )
     parser.add_argument(
-        "--explore", action="store_true", help="only the map and similar papers at --papers (bench/scale_explore.py)"
+        "--explore",
+        action="store_true",
+        help="only the map and similar papers at --papers (bench/scale_explore.py); with --search, both on the "
+        "same builds and servers (FAISS only)",
     )
     parser.add_argument("--papers", type=int, default=100_000, help="synthetic papers for --search and --explore")
     parser.add_argument("--no-milvus", action="store_true", help="--search: FAISS only")
@@ -320,11 +323,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.explore:
         import scale_explore
+        import scale_search
 
-        results = scale_explore.run(args.papers, args.rounds, args.seed_index)
+        results = scale_explore.run(args.papers, args.rounds, args.seed_index, search=args.search)
         out = args.out or ROOT / "bench" / "results" / f"scale-explore-{args.papers}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2) + "\n")
+        if args.search:
+            scale_search.report(results)
         return
     if args.search:
         import scale_search

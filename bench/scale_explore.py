@@ -91,10 +91,12 @@ def measure(url: str, paper_ids: list[str], rounds: int) -> dict:
     return out
 
 
-def run(papers: int, rounds: int, seed_index: Path) -> dict:
+def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dict:
+    """`search`: also /search p50 and p95 on the same servers (bench/scale_search.py's `faiss` figures)."""
     import shutil
     import tempfile
 
+    import scale_search
     from scale import Served, env_of
     from scale_search import build, du_mb, spawned
 
@@ -121,6 +123,8 @@ def run(papers: int, rounds: int, seed_index: Path) -> dict:
             served = Served(env_of(settings, work / "models"), work / f"serve-{label}.log")
             try:
                 row.update(measure(served.url, ids, rounds))
+                if search:
+                    row["faiss"] = scale_search.measure(served, scale_search.english_dev_questions(), rounds)
             finally:
                 served.stop()
             print(

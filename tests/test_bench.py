@@ -69,36 +69,27 @@ def test_topics_at_size_smoke():
     assert topics == 19 and apart == 0 and rand > 0.9, printed
 
 
-def test_search_at_size_smoke(index_dir, tmp_path):
+def test_search_and_explore_at_size_smoke(index_dir, tmp_path):
+    """Both on the same builds and servers: /search, the map and the similar papers at 86 and 160 papers."""
     out = tmp_path / "scale.json"
     printed = run(
-        "scale.py", "--search", "--papers", "160", "--rounds", "20", "--no-milvus",
-        "--seed-index", str(index_dir), "--out", str(out),
-    )  # fmt: skip
-    report = json.loads(out.read_text())
-    last = printed.strip().splitlines()[-1]
-    assert last.startswith("search p50: 86 papers ") and ", 160 papers " in last and ", ratio " in last
-    for label in ("86", "160"):
-        served = report[label]["faiss"]
-        assert 0 < served["p50_ms"] <= served["p95_ms"] < 5000 and 0 < served["start_s"] < 120
-        assert 100 < served["VmRSS_mb"] < 4096 and report[label]["index_mb"] > 0
-        assert report[label]["build_peak_rss_mb"] > 100
-    assert report["160"]["index_mb"] > report["86"]["index_mb"]
-
-
-def test_explore_at_size_smoke(index_dir, tmp_path):
-    out = tmp_path / "explore.json"
-    printed = run(
-        "scale.py", "--explore", "--papers", "160", "--rounds", "20", "--seed-index", str(index_dir), "--out", str(out),
+        "scale.py", "--search", "--explore", "--papers", "160", "--rounds", "20", "--seed-index", str(index_dir),
+        "--out", str(out),
     )  # fmt: skip
     report = json.loads(out.read_text())
     assert "160 papers: GET /map first" in printed
+    last = printed.strip().splitlines()[-1]
+    assert last.startswith("search p50: 86 papers ") and ", 160 papers " in last and ", ratio " in last
     for label, papers in (("86", 86), ("160", 160)):
         row = report[label]
+        served = row["faiss"]
+        assert 0 < served["p50_ms"] <= served["p95_ms"] < 5000 and 0 < served["start_s"] < 120
+        assert 100 < served["VmRSS_mb"] < 4096 and row["index_mb"] > 0 and row["build_peak_rss_mb"] > 100
         assert 0 < row["map_s"] < 600 and row["map_peak_rss_mb"] >= row["map_rss_before_fit_mb"] > 50
         assert 0 < row["build_map_s"] < row["build_s"] and row["topics"] >= 2
         assert 0 < row["map_p50_ms"] < 5000 and 0 < row["similar_p50_ms"] <= row["similar_p95_ms"] < 5000
         assert 0 < row["map_gzip_bytes"] < row["map_json_bytes"] and row["map_json_bytes"] > 50 * papers
+    assert report["160"]["index_mb"] > report["86"]["index_mb"]
     assert report["160"]["map_json_bytes"] > report["86"]["map_json_bytes"]
 
 
