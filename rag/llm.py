@@ -247,7 +247,10 @@ class LLMGenerator:
         return None
 
     def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
-        guide = prompts.ANSWER_GUIDE.format(intent=ask.intent, shape=prompts.INTENT_SHAPES[ask.intent]) if ask else ""
+        guide = ""
+        if ask:
+            intent = "summary of one paper" if ask.intent == "summary" and ask.one_paper else ask.intent
+            guide = prompts.ANSWER_GUIDE.format(intent=intent, shape=prompts.INTENT_SHAPES[intent])
         user = prompts.ANSWER_USER.format(
             sources=format_sources(sources, self.settings.llm_source_sentences), question=question, guide=guide
         )

@@ -37,6 +37,9 @@ INTENT_SHAPES = {
     "comparison": "Compare the named papers side by side on the same aspect, citing each, and state the difference "
     "where the abstracts state one.",
     "summary": "One line per paper with its contribution, each cited.",
+    # A summary of one paper (Ask.one_paper): "TL;DR of X?", "Summarize the paper that ...".
+    "summary of one paper": "Summarize the one paper asked about in three or four sentences: what it proposes, "
+    "how it works and what it finds, citing it.",
     "list": "One line per paper that qualifies, each cited.",
     "limitation": "Say the problem or limitation the paper addresses.",
     "existence": "Start with Yes and what the work does, or say that no abstract covers it.",

@@ -141,3 +141,11 @@ def test_a_structured_answer_is_shown_sentence_by_sentence_with_checked_markers(
     assert markers(answer.text) == [1, 1]  # [9]: not a source: dropped, its sentence shown unmarked
     assert "Bananas are yellow." in answer.text
     assert [c.name for c in answer.citations] == ["MedMosaic"]
+
+
+def test_the_llm_is_told_the_shape_a_summary_of_one_paper_takes(loaded_index, settings):
+    assistant, client = scripted(loaded_index, settings, OWN_ANSWER, OWN_ANSWER)
+    assistant.ask("TL;DR of MedMosaic?")
+    assistant.ask("Summarize the papers on medical audio.")
+    one, several = (call["messages"][1]["content"] for call in client.calls)
+    assert prompts.INTENT_SHAPES["summary of one paper"] in one and prompts.INTENT_SHAPES["summary"] in several
