@@ -50,7 +50,7 @@ QUESTION_WORDS = frozenset(
     has have had deal deals dealing involve involves involving analyze analyzes analyse analyses investigate
     investigates explore explores examine examines consider considers focus focuses target targets concern
     concerns tackle tackles handle handles discuss discusses cover covers designed intended let lets allow
-    allows enable enables showing argue argues argued claim claims""".split()
+    allows enable enables showing argue argues argued claim claims people""".split()
 )
 
 
