@@ -82,7 +82,6 @@ _RESULT_CLAIM = re.compile(
     r"outperform|achiev|attain|surpass)\w*",
     re.I,
 )
-SUMMARY_OF_ONE = 4  # sentences in a summary of one paper: what it brings, how it works, what it finds
 # What a paper finds: a result it reports or a claim it shows ("Experiments show ...", "we prove",
 # "X achieves state-of-the-art", "a 50% improvement"); not a size it sets up ("models of 7B").
 _FINDING = re.compile(
@@ -356,8 +355,8 @@ class ExtractiveGenerator:
     def summary_of_one(self, question: str, sources: list[Hit], n: int, ask: Ask) -> str:
         """A summary of one paper (`n`: the one named, else the likeliest): what it brings (its
         introduction, or its best sentence on the question), how it works (the sentence after, when
-        it claims no result) and what it finds (its first sentence after that reporting a result),
-        in the abstract's order."""
+        it claims no result), what it finds first and last (the sentences after its introduction
+        reporting a result), then its next best up to `summary_of_one`, in the abstract's order."""
         source, shown = sources[n - 1], _shown(question)
         own = [c for c in self.score(question, sources, is_cjk(question), ask) if c.source == n and shown(c.sentence)]
         if not own:
@@ -371,7 +370,7 @@ class ExtractiveGenerator:
         # What it finds first (often its claim) and last (often its experiments).
         picked = [what, *(c for c in own if c.sentence in (how, *findings[:1], *findings[-1:]))]
         # A role the abstract leaves unfilled goes to its next best sentence on the question.
-        picked += [c for c in own if c not in picked][: SUMMARY_OF_ONE - len(picked)]
+        picked += [c for c in own if c not in picked][: self.weights.summary_of_one - len(picked)]
         return self.write(question, sources, sorted(picked, key=lambda c: order.index(c.sentence)))
 
     def per_part(
