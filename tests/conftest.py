@@ -28,6 +28,16 @@ sys.path.insert(0, str(ROOT))
 from rag.config import Settings  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory) -> Path:
+    """One ONNX export of the English model for the run, shared by its xdist workers and the
+    processes they start (RAG_MODEL_CACHE): each new index folder would import torch and export
+    it again (about 12 s)."""
+    cache = tmp_path_factory.getbasetemp().parent / "models"
+    os.environ["RAG_MODEL_CACHE"] = str(cache)
+    return cache
+
+
 @pytest.fixture(scope="session")
 def index_dir(tmp_path_factory, worker_id) -> Path:
     """The full corpus indexed once for the run, with the default settings. Under pytest-xdist the

@@ -240,6 +240,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
         "RAG_SEEDS_DIR": str(small_seeds),
         "RAG_MULTILINGUAL": "false",
         "RAG_QUERY_ENCODER": "int8",  # the fp32 export and its int8 quantisation, both made once
+        "RAG_MODEL_CACHE": str(tmp_path / "index" / "models"),  # the default, not the run's shared cache
     }
     runs = [
         subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
@@ -247,7 +248,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     ]
     (first, *loaded_first), (second, *loaded_second) = (run.stdout.split() for run in runs)
     assert loaded_first == ["True", "True"] and loaded_second == ["False", "False"], runs[1].stderr[-2000:]
-    cache = Settings(index_dir=tmp_path / "index")
+    cache = Settings(index_dir=tmp_path / "index", model_cache=tmp_path / "index" / "models")
     assert len(list((tmp_path / "index" / "models").glob("*.onnx"))) == 2
     for name, export in (
         ("query_encoder.onnx", exported_encoder(cache)),

@@ -238,10 +238,11 @@ def vector_index_kind(settings: Settings, vectors: int) -> str:
 
 
 def exported_encoder(settings: Settings, int8: bool = False) -> Path:
-    """The ONNX export of the English model (or its int8 quantisation) in the index folder's model
-    cache (not index data: made once, then linked into each FAISS build and used by stores that
-    keep no build folder)."""
-    return cached_encoder_path(Path(settings.index_dir) / "models", settings.embedding_model, int8)
+    """The ONNX export of the English model (or its int8 quantisation) in the model cache, the
+    index folder's models/ unless `model_cache` says (not index data: made once, then linked into
+    each FAISS build and used by stores that keep no build folder)."""
+    cache = settings.model_cache or Path(settings.index_dir) / "models"
+    return cached_encoder_path(cache, settings.embedding_model, int8)
 
 
 def question_encoder(settings: Settings) -> BaseEmbedding:
