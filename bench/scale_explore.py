@@ -100,6 +100,8 @@ def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dic
     from scale import Served, env_of
     from scale_search import build, du_mb, spawned
 
+    questions = scale_search.english_dev_questions() if search else []
+
     work = Path(tempfile.mkdtemp(prefix="scale-explore-"))
     results: dict = {"papers": papers, "rounds": rounds}
     try:
@@ -124,7 +126,7 @@ def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dic
             try:
                 row.update(measure(served.url, ids, rounds))
                 if search:
-                    row["faiss"] = scale_search.measure(served, scale_search.english_dev_questions(), rounds)
+                    row["faiss"] = scale_search.measure(served, questions, rounds)
             finally:
                 served.stop()
             print(

@@ -214,7 +214,7 @@ def check(
         if asks_for_code or not wanted or not any(code_links()):
             return False
         holding = [link for link, held in zip(code_links(), sentence_stems(), strict=True) if wanted <= held]
-        return bool(holding) and all(holding)
+        return bool(holding) and all(holding) and word.lower() not in framed()
 
     code_links = cache(lambda: [CODE_LINK.search(text) is not None for text in texts])
     sentence_stems = cache(lambda: [frozenset(s for token in tokens for s in stem_of(token)) for tokens in written()])
@@ -227,9 +227,7 @@ def check(
         missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
         # Words found, but as another kind of the thing: never high.
-        code_only = tuple(
-            w for w in words if w not in missing and only_where_the_code_is(w) and w.lower() not in framed()
-        )
+        code_only = tuple(w for w in words if w not in missing and only_where_the_code_is(w))
         found = [w for w in words if w not in missing + code_only]
         if kind := (*code_only, *unsaid_degree(words, missing + code_only), *filter(only_qualified, found)):
             missing, another = missing + kind, True

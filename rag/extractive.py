@@ -364,11 +364,11 @@ class ExtractiveGenerator:
         order = list(source.sentence_scores)
         what, after = self.introduction(own, order, source.paper.name)
         what = what or own[0]
+        how = self.mechanism(own, after)
         later = order[order.index(what.sentence) + 1 :]
-        how = next((s for s in later[:1] if s == after and not _RESULT_CLAIM.search(s)), None)
-        findings = [s for s in later if s != how and _FINDING.search(s)]
+        findings = [s for s in later if (how is None or s != how.sentence) and _FINDING.search(s)]
         # What it finds first (often its claim) and last (often its experiments).
-        picked = [what, *(c for c in own if c.sentence in (how, *findings[:1], *findings[-1:]))]
+        picked = [what, *(c for c in own if c is how or c.sentence in (*findings[:1], *findings[-1:]))]
         # A role the abstract leaves unfilled goes to its next best sentence on the question.
         picked += [c for c in own if c not in picked][: self.weights.summary_of_one - len(picked)]
         return self.write(question, sources, sorted(picked, key=lambda c: order.index(c.sentence)))
@@ -420,6 +420,12 @@ class ExtractiveGenerator:
         if after is None or any(c.sentence == after for c in chosen):
             return chosen
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
+
+    @staticmethod
+    def mechanism(own: list[Candidate], after: str | None) -> Candidate | None:
+        """`after`, the sentence after a paper's introduction (`own`: its scored sentences), when it
+        says how the method works rather than claims a result."""
+        return next((c for c in own if c.sentence == after and not _RESULT_CLAIM.search(c.sentence)), None)
 
     @staticmethod
     def method(source: Hit, what: Candidate | None) -> list[str]:
@@ -572,7 +578,7 @@ class ExtractiveGenerator:
             own = [c for c in candidates if c.source == n]
             sentences = list(sources[n - 1].sentence_scores)
             what, after = self.introduction(own, sentences, name)
-            how = next((c for c in own if c.sentence == after and not _RESULT_CLAIM.search(c.sentence)), None)
+            how = self.mechanism(own, after)
             # The sentence on what is asked; an overview says what the paper is and how it works
             # (the sentence introducing it, the one after); then its next best on the question.
             if ask.intent == "summary":
