@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rag.chunking import split_sentences
-from rag.corpus import load_corpus
+from rag.index.chunking import split_sentences
+from rag.index.corpus import load_corpus
 
 SEEDS = Path(__file__).resolve().parent.parent / "seeds"
 

@@ -64,7 +64,7 @@ OTHER = "other (thread-pool hand-off, stacks py-spy could not read whole)"
 REQUEST_STAGES = [
     ("get_query_embedding", "query embedding (MiniLM forward)"),
     ("BaseRetriever.retrieve", "FAISS + BM25 retrieval (LlamaIndex)"),
-    ("Retriever.search", "fusion + sentence scores (rag/retrieval.py)"),
+    ("Retriever.search", "fusion + sentence scores (rag/retrieve/retrieval.py)"),
     ("thread (", OTHER),
 ]
 MODULE_FRAME = re.compile(r"<module> \(.*?site-packages/([A-Za-z_0-9]+)")

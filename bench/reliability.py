@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
 
-from rag.corpus import load_corpus, paper_id_for, read_seed_file  # noqa: E402
+from rag.index.corpus import load_corpus, paper_id_for, read_seed_file  # noqa: E402
 
 STAGES = ["seed-written", "embedding", "writing", "before-publish", "after-publish"]
 

@@ -43,12 +43,12 @@ import numpy as np  # noqa: E402
 from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
 from serving import MilvusServer, Served, env_of, milvus_from  # noqa: E402
 
-from rag.chunking import split_sentences  # noqa: E402
-from rag.config import Settings  # noqa: E402
-from rag.corpus import build_corpus, load_corpus  # noqa: E402
-from rag.embedding import QUERY_ENCODER  # noqa: E402
-from rag.stores.base import KnownVectors  # noqa: E402
-from rag.stores.faiss import build_index, load_index  # noqa: E402
+from rag.common.settings import Settings  # noqa: E402
+from rag.index.chunking import split_sentences  # noqa: E402
+from rag.index.corpus import build_corpus, load_corpus  # noqa: E402
+from rag.index.embedding import QUERY_ENCODER  # noqa: E402
+from rag.index.stores.base import KnownVectors  # noqa: E402
+from rag.index.stores.faiss import build_index, load_index  # noqa: E402
 
 SEEDS = ROOT / "seeds"
 
@@ -88,8 +88,8 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
     timings vary by 10 % from run to run."""
     from llama_index.core.schema import MetadataMode
 
-    from rag.chunking import chunk_papers
-    from rag.embedding import document_embedder, load_embedder, load_multilingual_embedder, tokenizer_of
+    from rag.index.chunking import chunk_papers
+    from rag.index.embedding import document_embedder, load_embedder, load_multilingual_embedder, tokenizer_of
 
     settings = Settings(index_dir=work / "index", seeds_dir=SEEDS)
     corpus = load_corpus(SEEDS)

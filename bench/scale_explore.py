@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from rag.config import Settings
+from rag.common.settings import Settings
 
 MAP_REQUESTS = 20
 
@@ -31,10 +31,10 @@ def _map_step(index_dir: str, seeds_dir: str, out: str) -> None:
     """In a process of its own (spawned): the map fitted on a build's papers, as a build fits it."""
     import resource
 
-    from rag.corpus import Paper
-    from rag.stores.faiss.folders import current_build
-    from rag.stores.faiss.sentences import SENTENCES, SentenceTable
-    from rag.topics import fit_map, paper_vectors
+    from rag.index.corpus import Paper
+    from rag.index.stores.faiss.folders import current_build
+    from rag.index.stores.faiss.sentences import SENTENCES, SentenceTable
+    from rag.index.topics import fit_map, paper_vectors
 
     settings = Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False)
     build = current_build(settings)
@@ -108,7 +108,7 @@ def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dic
         for n in (0, papers):
             label = str(n or 86)
             settings, figures = build(work, n, seed_index)
-            from rag.stores.faiss.folders import current_build, read_manifest
+            from rag.index.stores.faiss.folders import current_build, read_manifest
 
             manifest = read_manifest(current_build(settings), verify=False)
             step = spawned(

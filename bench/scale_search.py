@@ -30,11 +30,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rag.chunking import split_sentences  # noqa: E402
-from rag.config import Settings  # noqa: E402
-from rag.corpus import load_corpus, paper_id_for  # noqa: E402
-from rag.stores.base import KnownVectors  # noqa: E402
-from rag.text import is_cjk  # noqa: E402
+from rag.common.settings import Settings  # noqa: E402
+from rag.common.text import is_cjk  # noqa: E402
+from rag.index.chunking import split_sentences  # noqa: E402
+from rag.index.corpus import load_corpus, paper_id_for  # noqa: E402
+from rag.index.stores.base import KnownVectors  # noqa: E402
 
 SEEDS = ROOT / "seeds"
 NOISE = 0.025  # per dimension: |noise| ~ 0.49 against unit vectors, cosine ~ 0.9 to the original
@@ -43,9 +43,9 @@ NOISE = 0.025  # per dimension: |noise| ~ 0.49 against unit vectors, cosine ~ 0.
 def seed_sentences(seed_index: Path) -> tuple[list[str], np.ndarray]:
     """The seed abstracts' sentences and their English vectors, read from the files of an index
     of the seeds (no model loaded: the build's peak RSS is the build's own)."""
-    from rag.corpus import Paper
-    from rag.stores.faiss.folders import current_build
-    from rag.stores.faiss.sentences import SENTENCES, SentenceTable
+    from rag.index.corpus import Paper
+    from rag.index.stores.faiss.folders import current_build
+    from rag.index.stores.faiss.sentences import SENTENCES, SentenceTable
 
     build = current_build(Settings(index_dir=seed_index, seeds_dir=SEEDS))
     papers = [Paper(**p) for p in json.loads((build / "papers.json").read_text())["papers"]]
@@ -103,7 +103,7 @@ class PerturbedVectors:
 
 def _build(index_dir: str, seeds_dir: str, papers: int, seed_index: str, out: str) -> None:
     """In a process of its own (spawned): build, then write the seconds and this process's peak RSS."""
-    from rag.stores.faiss import build_index
+    from rag.index.stores.faiss import build_index
 
     texts, vectors = seed_sentences(Path(seed_index))
     settings = Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False)

@@ -118,10 +118,10 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
     """`chunks` limits the ratio to the first chunks (smoke runs); `full_build` times a build too."""
     from sentence_transformers import SentenceTransformer
 
-    from rag.chunking import chunk_papers
-    from rag.corpus import load_corpus
-    from rag.embedding import load_embedder, resolve_model_path
-    from rag.stores.faiss.build import EncoderTables, build_index
+    from rag.index.chunking import chunk_papers
+    from rag.index.corpus import load_corpus
+    from rag.index.embedding import load_embedder, resolve_model_path
+    from rag.index.stores.faiss.build import EncoderTables, build_index
 
     corpus = load_corpus(settings.seeds_dir)
     embedder = load_embedder(settings.embedding_model)
@@ -162,7 +162,7 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
 
 def bench_latency(settings, served: Served, rounds: int) -> dict:
     from rag.assistant import Assistant
-    from rag.stores import load_index
+    from rag.index.stores import load_index
 
     assistant = Assistant(load_index(settings), settings)
     queries = (QUERIES * (rounds // len(QUERIES) + 1))[:rounds]
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds, seconds = (20, 2) if args.quick else (200, 60)
 
-    from rag.config import Settings
+    from rag.common.settings import Settings
 
     work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
     settings = Settings(index_dir=args.index_dir.resolve() if args.index_dir else work / "index")

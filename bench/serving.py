@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 
-from rag.config import Settings
-from rag.stores.base import KnownVectors
-from rag.stores.faiss import load_index
-from rag.stores.faiss.build import known_vectors
-from rag.stores.milvus import GRPC_OPTIONS
+from rag.common.settings import Settings
+from rag.index.stores.base import KnownVectors
+from rag.index.stores.faiss import load_index
+from rag.index.stores.faiss.build import known_vectors
+from rag.index.stores.milvus import GRPC_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,7 +147,7 @@ class MilvusServer:
 
 def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings:
     """The FAISS build of `faiss_settings` copied into Milvus at `uri`, vectors and all (no model runs)."""
-    from rag.stores.milvus import writer
+    from rag.index.stores.milvus import writer
 
     source = load_index(faiss_settings)
     settings = faiss_settings.model_copy(

@@ -1,4 +1,4 @@
-"""The map's topic step alone (rag/topics.py `topics_of`) on synthetic paper vectors, in a
+"""The map's topic step alone (rag/index/topics.py `topics_of`) on synthetic paper vectors, in a
 process of its own: `bench/topics_scale.py --papers 100000`.
 
 The vectors are clustered like papers: a mixture of `--centres` Gaussian centres in 384 d, each
@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rag.config import Settings  # noqa: E402
-from rag.topics import topics_of  # noqa: E402
+from rag.common.settings import Settings  # noqa: E402
+from rag.index.topics import topics_of  # noqa: E402
 
 DIMENSIONS = 384
 NOISE = 0.07  # per dimension: a paper's cosine to its centre about 0.6

@@ -1,4 +1,4 @@
-"""Fit the evidence weights (rag/evidence.py) on the dev split only, and say how they do.
+"""Fit the evidence weights (rag/judge/evidence.py) on the dev split only, and say how they do.
 
 Examples: the first `answer_sources` retrieved papers of every dev question, labelled 1 when the
 paper is gold; plus every one-paper dev question asked again with its paper hidden (leave one
@@ -11,10 +11,10 @@ questions would be refused. A third regression, on the dev questions answered as
 papers as the assistant sees them), says which papers belong in the answer (`SeveralWeights`,
 cited above `cite_above`). The weights are fitted within their signs (`EVIDENCE_SIGNS`).
 Then `high_above`, `missing_below` and `soft_above`, which split answers into high and low
-confidence (rag/constraints.py): the triple under which the most answerable questions of the
+confidence (rag/judge/constraints.py): the triple under which the most answerable questions of the
 tuning splits (dev, its leave-one-out variants, eval/dev_contrast.jsonl's contrast twins and
 paraphrases) get a high answer citing a gold paper while at least 95 % of the high answers
-do (for the weights already in the settings). Prints the settings to put in rag/config.py.
+do (for the weights already in the settings). Prints the settings to put in rag/common/settings.py.
 
     .venv/bin/python eval/calibrate.py [SPLITS]   # tuning splits for the confidence, default dev,dev_contrast
     .venv/bin/python eval/calibrate.py --every 3  # every third question of each: a quick run of the script
@@ -35,11 +35,11 @@ from sklearn.model_selection import GroupKFold
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rag.assistant import Assistant  # noqa: E402
-from rag.config import PROJECT_ROOT, Settings, SeveralWeights  # noqa: E402
-from rag.constraints import support  # noqa: E402
-from rag.evaluation import SPLITS, leave_one_out, load_questions  # noqa: E402
-from rag.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E402
-from rag.stores import load_index  # noqa: E402
+from rag.common.settings import PROJECT_ROOT, Settings, SeveralWeights  # noqa: E402
+from rag.evaluation.runs import SPLITS, leave_one_out, load_questions  # noqa: E402
+from rag.index.stores import load_index  # noqa: E402
+from rag.judge.constraints import support  # noqa: E402
+from rag.judge.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E402
 
 FALSE_ABSTENTION = 0.03  # the ceiling on abstaining on an answerable question
 PRECISION_OF_HIGH = 0.95  # the floor on the share of confident answers that cite a gold paper
@@ -297,7 +297,8 @@ def main() -> None:
     )
     rows = examples(settings, args.every)
     print(
-        "EvidenceSettings for rag/config.py (cite_share and standalone_margin are chosen with `rag eval --split dev`):"
+        "EvidenceSettings for rag/common/settings.py"
+        " (cite_share and standalone_margin are chosen with `rag eval --split dev`):"
     )
     for family in ("english", "multilingual"):
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]

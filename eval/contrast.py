@@ -11,7 +11,7 @@ How a twin is made. `GROUPS` holds the contrast groups, general vocabulary of th
 here as data: classes of words that stand for one choice (a modality, a domain, a model family,
 an architecture, a learning setting, an assumption, a task, hardware, a model size or bit width),
 each class a few synonymous forms. A question qualifies when a form of one class is among its
-constraints (rag/question.py) and its gold abstract mentions that class (Snowball-stemmed
+constraints (rag/query/analysis.py) and its gold abstract mentions that class (Snowball-stemmed
 words); the form is swapped for a sibling class that neither the gold abstract nor the question
 mentions. The twin is kept only when no abstract of the corpus supports it
 (`Vocabulary.twin_supporters`: none of the 86 mentions the sibling and holds the twin's other
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import Stemmer
 
-from rag.corpus import Corpus, Paper, load_corpus
-from rag.question import analyse
+from rag.index.corpus import Corpus, Paper, load_corpus
+from rag.query.analysis import analyse
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT / "eval" / "dev.jsonl"
@@ -260,7 +260,7 @@ class Match:
 
 
 def constraint_stems(question: str) -> set[str]:
-    """The stems of the question's constraints: what a supporting abstract must hold (rag/question.py)."""
+    """The stems of the question's constraints: what a supporting abstract must hold (rag/query/analysis.py)."""
     return {t.stem for phrase in analyse(question).constraints for t in tokens(phrase)}
 
 

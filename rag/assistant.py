@@ -17,21 +17,22 @@ from typing import Literal
 
 import numpy as np
 
-from . import prompts
-from .citations import Citation, CitationTracker, lexical_support
-from .config import EvidenceWeights, Settings
-from .constraints import ConstraintCheck, either, heaviest_unfound, support
-from .constraints import check as check_constraints
-from .corpus import mentions
-from .errors import GeneratorError, QueryError
-from .evidence import Evidence, EvidenceModel, Missing, name_like, question_phrases
-from .extractive import ExtractiveGenerator
-from .generation import Generator, make_generator
-from .question import Ask, analyse, framing_words, intent_of, without_exclusions
-from .retrieval import Hit, Retrieval, Retriever
-from .stores.base import SearchIndex
-from .suggestions import next_questions
-from .text import NEW_WORK_VERBS, asks_for_several, content_words, is_cjk, stems
+from rag.answer import prompts
+from rag.answer.citations import Citation, CitationTracker, lexical_support
+from rag.answer.extractive import ExtractiveGenerator
+from rag.answer.generator import Generator, make_generator
+from rag.answer.suggestions import next_questions
+from rag.common.errors import GeneratorError, QueryError
+from rag.common.settings import EvidenceWeights, Settings
+from rag.common.text import NEW_WORK_VERBS, asks_for_several, content_words, is_cjk, stems
+from rag.index.corpus import mentions
+from rag.index.stores.base import SearchIndex
+from rag.judge.constraints import ConstraintCheck, either, heaviest_unfound, support
+from rag.judge.constraints import check as check_constraints
+from rag.judge.evidence import Evidence, EvidenceModel, Missing
+from rag.query.analysis import Ask, analyse, framing_words, intent_of, without_exclusions
+from rag.query.words import name_like, question_phrases
+from rag.retrieve.retrieval import Hit, Retrieval, Retriever
 
 # A question asking for papers that contribute something ("Which papers propose new benchmarks?"):
 # a paper holds its term only in a sentence saying what it contributes.
@@ -73,7 +74,7 @@ class Answer:
     question: str = ""  # what was asked, and the conversation before it (kept with a rating)
     history: list[dict] = field(default_factory=list)
     answer_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names it for POST /feedback
-    ask: Ask | None = None  # what the question asks (rag/question.py)
+    ask: Ask | None = None  # what the question asks (rag/query/analysis.py)
 
     @property
     def body(self) -> str:
@@ -260,7 +261,7 @@ class Assistant:
         """The papers that answer, how confidently, and the part of `asked` none of them contains.
 
         From the best paper's calibrated probability and the question's constraints found in the
-        papers (rag/constraints.py): none below `answer_above` (abstain); high when every
+        papers (rag/judge/constraints.py): none below `answer_above` (abstain); high when every
         constraint is found, or at `high_above` or more when those not found weigh less than
         `missing_below` of the question and none is another thing (a name, a modifier:
         `ConstraintCheck.other`); low otherwise, naming the weightiest constraint not found. Questions in other
@@ -287,7 +288,7 @@ class Assistant:
         return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
 
     def check_constraints(self, asked: str, hits: list[Hit], ask: Ask | None) -> list[ConstraintCheck]:
-        """Each constraint of the question against the answering papers (rag/constraints.py)."""
+        """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
         index = self.retriever.index
 
         def embed(phrases: list[str]) -> np.ndarray:

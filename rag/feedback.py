@@ -5,7 +5,7 @@ the conversation, the answer, its citations and its confidence.
 Through SQLAlchemy: an SQLite file by default, or a PostgreSQL URL that several replicas share.
 Two tables: `answers` (recent answers, pruned) and `ratings` (one per rated answer, kept; a second
 rating of the same answer replaces the first). A database that fails never fails an answer: keeping
-it is an optional part (rag/parts.py), so the answer is given and not kept; only rating it fails,
+it is an optional part (rag/common/parts.py), so the answer is given and not kept; only rating it fails,
 with FeedbackUnavailableError.
 """
 
@@ -19,14 +19,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .config import Settings
-from .errors import FeedbackUnavailableError, UnknownAnswerError
-from .parts import PARTS
+from rag.common.errors import FeedbackUnavailableError, UnknownAnswerError
+from rag.common.parts import PARTS
+from rag.common.settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from .assistant import Answer
+    from rag.assistant import Answer
 
 Rating = Literal["up", "down"]
 PRUNE_EVERY = 100  # answers kept between two prunings: the table holds at most keep_answers + this

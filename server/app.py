@@ -16,10 +16,10 @@ from starlette.types import ASGIApp
 from tqdm import tqdm
 
 import rag
-from rag.config import Settings, get_settings
-from rag.errors import ConfigError, RagError
+from rag.common.errors import ConfigError, RagError
+from rag.common.parts import PARTS
+from rag.common.settings import Settings, get_settings
 from rag.feedback import FeedbackStore
-from rag.parts import PARTS
 
 from .errors import ApiError, error_response, install_handlers
 from .keeper import AssistantKeeper

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from rag import __version__
-from rag.config import Settings, load_settings
-from rag.errors import ConfigError, RagError
-from rag.limits import MAX_K
+from rag.common.errors import ConfigError, RagError
+from rag.common.limits import MAX_K
+from rag.common.settings import Settings, load_settings
 
 
 def _bounded(name: str, low: int, high: int):
@@ -64,11 +64,11 @@ _port = _bounded("port", 1, 65535)
 
 
 def cmd_index(args, settings: Settings) -> int:
-    from rag.stores import index_seeds
+    from rag.index.stores import index_seeds
 
     remote = None
     if args.ray is not None:
-        from rag.ray_embedding import RayEmbedding
+        from rag.index.ray_embedding import RayEmbedding
 
         remote = RayEmbedding(address=args.ray or None, workers=args.ray_workers)
     report = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed, remote=remote)
@@ -91,7 +91,7 @@ def cmd_index(args, settings: Settings) -> int:
 
 def _open_index(settings: Settings):
     """The last good build, with a note on stderr when the seed folder has moved on since."""
-    from rag.stores import open_index, seeds_changed
+    from rag.index.stores import open_index, seeds_changed
 
     loaded = open_index(settings)
     if seeds_changed(settings, loaded):
@@ -104,7 +104,7 @@ def _open_index(settings: Settings):
 
 
 def _retriever(settings: Settings):
-    from rag.retrieval import Retriever
+    from rag.retrieve.retrieval import Retriever
 
     return Retriever(_open_index(settings), settings)
 
@@ -150,8 +150,8 @@ def cmd_ask(args, settings: Settings) -> int:
 
 
 def cmd_add(args, settings: Settings) -> int:
-    from rag.corpus import read_seed_file
-    from rag.stores import add_seed_texts
+    from rag.index.corpus import read_seed_file
+    from rag.index.stores import add_seed_texts
 
     items = []
     for path in args.files:
@@ -175,9 +175,9 @@ def cmd_eval(args, settings: Settings) -> int:
         import matplotlib  # noqa: F401
     except ImportError:
         raise RagError("rag eval draws its plot with matplotlib: pip install 'icml-rag[eval]'") from None
-    from rag.corpus import load_corpus
-    from rag.evaluation import HEADLINE, LOO_SPLIT, SPLITS, evaluate, leave_one_out, load_questions
-    from rag.evaluation_report import below_floors, columns, write_report
+    from rag.evaluation.report import below_floors, columns, write_report
+    from rag.evaluation.runs import HEADLINE, LOO_SPLIT, SPLITS, evaluate, leave_one_out, load_questions
+    from rag.index.corpus import load_corpus
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})
@@ -209,7 +209,7 @@ def cmd_eval(args, settings: Settings) -> int:
 
 def print_by_intent(report: dict, cols: list[tuple[str, str]]) -> None:
     """Per intent and column: keyword accuracy / named papers all cited / answer of the asked shape (questions)."""
-    from rag.question import INTENTS
+    from rag.query.analysis import INTENTS
 
     def cell(figures: dict | None) -> str:
         if not figures:
@@ -359,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add.set_defaults(run=cmd_add)
 
-    from rag.evaluation import DEFAULT_REPORTS, SPLITS, SYSTEMS
+    from rag.evaluation.runs import DEFAULT_REPORTS, SPLITS, SYSTEMS
 
     evaluate = sub.add_parser(
         "eval", parents=[where], help="measure answer quality on the gold questions (dev, test, test2)"

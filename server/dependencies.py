@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rag.assistant import Assistant
-from rag.config import Settings
+from rag.common.settings import Settings
 
 from .errors import ApiError
 from .keeper import AssistantKeeper

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.errors import (
+from rag.common.errors import (
     CorpusError,
     GeneratorError,
     GeneratorTimeout,

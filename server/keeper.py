@@ -13,13 +13,13 @@ import threading
 import time
 
 from rag.assistant import Answer, Assistant
-from rag.config import Settings
-from rag.errors import RagError, StoreUnavailableError
+from rag.common.errors import RagError, StoreUnavailableError
+from rag.common.parts import PARTS
+from rag.common.settings import Settings
 from rag.feedback import FeedbackStore
-from rag.parts import PARTS
-from rag.question import tagger
-from rag.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
-from rag.stores.base import AddResult, SeedChanges
+from rag.index.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
+from rag.index.stores.base import AddResult, SeedChanges
+from rag.query.analysis import tagger
 
 from .errors import ApiError
 from .metrics import Metrics
@@ -42,7 +42,7 @@ class AssistantKeeper:
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
-        tagger(self.settings.tagger_model)  # rag/question.py: before the first question, not on it
+        tagger(self.settings.tagger_model)  # rag/query/analysis.py: before the first question, not on it
         PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made
@@ -103,7 +103,7 @@ class AssistantKeeper:
             self.pending_papers = 0
 
     def _pending(self, assistant: Assistant) -> int:
-        from rag.corpus import load_corpus
+        from rag.index.corpus import load_corpus
 
         return SeedChanges.between(assistant.index.corpus, load_corpus(self.settings.seeds_dir)).pending
 

@@ -110,5 +110,5 @@ def fatal(message: str) -> None:
     settings are what failed, so the format is read from the environment as given)."""
     log_format = "text" if os.environ.get("RAG_LOG_FORMAT", "").strip().lower() == "text" else "json"
     configure_logging(log_format)
-    logging.getLogger("rag.config").critical(message)
+    logging.getLogger("rag.settings").critical(message)
     sys.stderr.flush()

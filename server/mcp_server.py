@@ -20,8 +20,8 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
 
 from rag.assistant import Assistant
-from rag.errors import RagError
-from rag.limits import MAX_K, MAX_QUESTION_CHARS
+from rag.common.errors import RagError
+from rag.common.limits import MAX_K, MAX_QUESTION_CHARS
 
 from .errors import error_response
 from .schemas import SCOPE, PaperIds

@@ -9,7 +9,7 @@ from __future__ import annotations
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
-from rag.parts import PARTS
+from rag.common.parts import PARTS
 
 # Seconds: searches take milliseconds, LLM answers seconds.
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -76,7 +76,7 @@ class Metrics:
 
 class _PartFailures:
     """rag_part_failures_total{part}: failures of the optional parts, which the process counts in
-    rag/parts.py whether or not this registry (a part itself) works."""
+    rag/common/parts.py whether or not this registry (a part itself) works."""
 
     def collect(self):
         family = CounterMetricFamily(

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag.answer.suggestions import next_questions
 from rag.assistant import Answer
-from rag.limits import MAX_HISTORY_TURNS, MAX_QUESTION_CHARS, MAX_TURN_CHARS
-from rag.suggestions import next_questions
+from rag.common.limits import MAX_HISTORY_TURNS, MAX_QUESTION_CHARS, MAX_TURN_CHARS
 
 from .schemas import SCOPE, PaperIds, unicode_text
 

@@ -1,7 +1,7 @@
 """At start, can the parts this service talks to be reached: the LLM endpoint, the feedback
 database, a Milvus server? One that cannot is a warning in the log and a state in /health's
 `parts`, never a refusal to start (a setting that cannot work at all stops start-up earlier, in
-rag/config.py). Each runs in the background: the port opens at once."""
+rag/common/settings.py). Each runs in the background: the port opens at once."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import threading
 
 import httpx
 
-from rag.config import Settings
+from rag.answer.generator import uses_llm
+from rag.common.parts import PARTS
+from rag.common.settings import Settings
 from rag.feedback import FeedbackStore
-from rag.generation import uses_llm
-from rag.parts import PARTS
 
 PROBE_SECONDS = 3.0  # how long a probe waits for an answer before calling the part unreachable
 
@@ -25,7 +25,7 @@ def _llm(settings: Settings) -> None:
 
 
 def _milvus(settings: Settings) -> None:
-    from rag.stores.milvus.collections import connect, milvus_errors
+    from rag.index.stores.milvus.collections import connect, milvus_errors
 
     with milvus_errors(settings):
         connect(settings.model_copy(update={"milvus_timeout": PROBE_SECONDS})).list_collections()
@@ -44,7 +44,7 @@ def import_store_client(settings: Settings) -> None:
     """Import the Milvus client before any thread does: pymilvus imported by two threads at once
     (the index loader, the store probe) can meet its own modules half initialised."""
     if settings.vector_store == "milvus":
-        import rag.stores.milvus.collections  # noqa: F401
+        import rag.index.stores.milvus.collections  # noqa: F401
 
 
 def probe_parts(settings: Settings, feedback: FeedbackStore) -> threading.Thread:

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
-from rag.limits import (
+from rag.common.limits import (
     MAX_COMMENT_CHARS,
     MAX_HISTORY_TURNS,
     MAX_K,
@@ -14,7 +14,7 @@ from rag.limits import (
     MAX_SCOPE_PAPERS,
     MAX_TURN_CHARS,
 )
-from rag.question import AnswerType, Intent
+from rag.query.analysis import AnswerType, Intent
 
 
 def unicode_text(value: str) -> str:
@@ -134,7 +134,7 @@ class FactOut(BaseModel):
 
 
 class AskAnalysisOut(BaseModel):
-    """What the question asks, as the service understood it (rag/question.py)."""
+    """What the question asks, as the service understood it (rag/query/analysis.py)."""
 
     intent: Intent
     named: list[NamedPaperOut] = Field(description="The papers the question (or the conversation) names.")

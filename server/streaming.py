@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from rag.assistant import Answer
-from rag.errors import RagError
+from rag.common.errors import RagError
 
 log = logging.getLogger("rag.http")
 

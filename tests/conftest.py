@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "seeds"
 sys.path.insert(0, str(ROOT))
 
-from rag.config import Settings  # noqa: E402
+from rag.common.settings import Settings  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -43,8 +43,8 @@ def index_dir(tmp_path_factory, worker_id) -> Path:
     """The full corpus indexed once for the run, with the default settings. Under pytest-xdist the
     first worker to need it builds it while the others wait (a build takes both cores for minutes),
     and each worker gets its own copy: its services keep their feedback database beside it."""
-    from rag.corpus import load_corpus
-    from rag.stores.faiss import build_index
+    from rag.index.corpus import load_corpus
+    from rag.index.stores.faiss import build_index
 
     def build(directory: Path) -> None:
         build_index(load_corpus(SEEDS), Settings(index_dir=directory, seeds_dir=SEEDS))
@@ -68,21 +68,21 @@ def settings(index_dir) -> Settings:
 
 @pytest.fixture(scope="session")
 def corpus():
-    from rag.corpus import load_corpus
+    from rag.index.corpus import load_corpus
 
     return load_corpus(SEEDS)
 
 
 @pytest.fixture(scope="session")
 def loaded_index(settings, corpus):
-    from rag.stores.faiss import load_index
+    from rag.index.stores.faiss import load_index
 
     return load_index(settings, corpus)
 
 
 @pytest.fixture(scope="session")
 def retriever(loaded_index, settings):
-    from rag.retrieval import Retriever
+    from rag.retrieve.retrieval import Retriever
 
     return Retriever(loaded_index, settings)
 
@@ -106,8 +106,8 @@ def small_seeds(tmp_path) -> Path:
 def small_service(tmp_path_factory) -> dict:
     """The environment of a service over a one-file corpus (English model), its index built once,
     a question one of its papers answers, and a path that is a file (for settings that need a folder)."""
-    from rag.corpus import load_corpus
-    from rag.stores.faiss import build_index
+    from rag.index.corpus import load_corpus
+    from rag.index.stores.faiss import build_index
 
     base = tmp_path_factory.mktemp("small")
     seeds = base / "seeds"
@@ -330,7 +330,7 @@ class MilvusServer:
     def start(self) -> None:
         from pymilvus import MilvusClient
 
-        from rag.stores.milvus import GRPC_OPTIONS
+        from rag.index.stores.milvus import GRPC_OPTIONS
 
         self.proc = subprocess.Popen(
             [

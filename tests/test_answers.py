@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from rag.citations import MARKER
+from rag.answer.citations import MARKER
 
 # question, the paper that must be cited, facts the answer must contain (verbatim in that abstract)
 ANSWERABLE = [
@@ -120,7 +120,7 @@ PARTLY_COVERED = [
 
 @pytest.mark.parametrize("question", PARTLY_COVERED)
 def test_a_question_partly_covered_is_answered_low_naming_what_is_missing(assistant, question):
-    from rag.text import stems
+    from rag.common.text import stems
 
     answer = assistant.ask(question)
     assert (answer.confidence, answer.abstained) == ("low", False) and answer.citations, answer.text
@@ -208,7 +208,7 @@ def test_a_comparison_from_one_paper_says_how_it_sets_itself_against_others(assi
     ],
 )
 def test_a_question_asks_for_several_papers_only_when_it_says_papers(question, several):
-    from rag.text import asks_for_several
+    from rag.common.text import asks_for_several
 
     assert asks_for_several(question) is several
 

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from rag import prompts
+from rag.answer import prompts
+from rag.answer.citations import MARKER
+from rag.answer.llm import LLMGenerator
 from rag.assistant import Answer, Assistant
-from rag.citations import MARKER
-from rag.errors import GeneratorError
-from rag.llm import LLMGenerator
+from rag.common.errors import GeneratorError
 
 from .conftest import ScriptedLLM
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rag.config import Settings
-from rag.topics import topic_counts
+from rag.common.settings import Settings
+from rag.index.topics import topic_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 

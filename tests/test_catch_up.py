@@ -20,10 +20,10 @@ import httpx
 import numpy as np
 import pytest
 
-from rag.corpus import load_corpus
-from rag.retrieval import Retriever
-from rag.stores import index_seeds
-from rag.stores.faiss import build_index, load_index
+from rag.index.corpus import load_corpus
+from rag.index.stores import index_seeds
+from rag.index.stores.faiss import build_index, load_index
+from rag.retrieve.retrieval import Retriever
 
 from .conftest import ROOT, SEEDS, Server, small_settings
 

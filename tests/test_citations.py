@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rag.citations import CitationTracker, clean_answer, parse_marker
+from rag.answer.citations import CitationTracker, clean_answer, parse_marker
 
 
 @dataclass

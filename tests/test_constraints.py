@@ -1,13 +1,13 @@
-"""Every constraint of a question checked against the answering papers (rag/constraints.py):
+"""Every constraint of a question checked against the answering papers (rag/judge/constraints.py):
 by words (a hyphenated modifier whole), by an alias a paper defines, softly; and the decision
 that rests on it, through the real assistant and index."""
 
-from rag.constraints import ConstraintCheck, check, heaviest_unfound, support
-from rag.corpus import Paper
-from rag.evidence import Vocabulary
-from rag.lexicon import Lexicon, aliases_in
-from rag.question import analyse
-from rag.text import stems
+from rag.common.text import stems
+from rag.index.corpus import Paper
+from rag.index.lexicon import Lexicon, aliases_in
+from rag.index.vocabulary import Vocabulary
+from rag.judge.constraints import ConstraintCheck, check, heaviest_unfound, support
+from rag.query.analysis import analyse
 
 DISTILLED = Paper("p1", "We distill a multi-step diffusion sampler for images, one of many generators.", "P1", None)
 SPIRAL = Paper("p2", "Spiral RoPE extends Rotary Position Embedding (RoPE) to vision models.", "Spiral RoPE", None)
@@ -132,7 +132,7 @@ def test_another_modifier_of_a_term_the_papers_repeat_is_another_thing():
 
 
 def test_one_alternative_found_finds_the_others():
-    from rag.constraints import either
+    from rag.judge.constraints import either
 
     checks = [
         ConstraintCheck("spiking", (), 0.0, 1.0),
@@ -215,8 +215,8 @@ def test_a_hyphenated_word_of_the_papers_words_is_found_another_modifier_is_not(
 def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     import numpy as np
 
-    from rag.config import Settings
-    from rag.question import framing_words
+    from rag.common.settings import Settings
+    from rag.query.analysis import framing_words
 
     question = "P1 and P3 both talk about images. What exactly gets distilled in each, for video?"
     framing = framing_words(question, Settings().tagger_model)

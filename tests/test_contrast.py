@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from eval import contrast
-from rag.evaluation import load_questions
+from rag.evaluation.runs import load_questions
 
 
 @pytest.fixture(scope="module")

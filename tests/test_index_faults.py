@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rag.corpus import load_corpus
-from rag.stores.faiss import build_index
+from rag.index.corpus import load_corpus
+from rag.index.stores.faiss import build_index
 
 from .conftest import ROOT, Server, small_settings
 

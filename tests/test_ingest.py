@@ -9,11 +9,11 @@ import time
 import httpx
 import pytest
 
-import rag.stores.faiss.folders as folders
-from rag.corpus import load_corpus
-from rag.errors import IndexWriteError
-from rag.stores import add_seed_texts
-from rag.stores.faiss import build_index, load_index
+import rag.index.stores.faiss.folders as folders
+from rag.common.errors import IndexWriteError
+from rag.index.corpus import load_corpus
+from rag.index.stores import add_seed_texts
+from rag.index.stores.faiss import build_index, load_index
 
 from .conftest import ROOT, SEEDS, Server, small_settings
 

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from rag.citations import MARKER
-from rag.corpus import load_corpus
-from rag.stores.faiss import build_index
+from rag.answer.citations import MARKER
+from rag.index.corpus import load_corpus
+from rag.index.stores.faiss import build_index
 
 from .conftest import SEEDS, Server, small_settings
 

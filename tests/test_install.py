@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from rag.corpus import load_corpus
+from rag.index.corpus import load_corpus
 
 from .conftest import ROOT, SEEDS, Server
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag.assistant import Assistant
-from rag.chunking import split_sentences
-from rag.corpus import Corpus, Paper, load_corpus, mentions
-from rag.lexicon import Lexicon, NameFinder
+from rag.index.chunking import split_sentences
+from rag.index.corpus import Corpus, Paper, load_corpus, mentions
+from rag.index.lexicon import Lexicon, NameFinder
 
 from .conftest import SEEDS
 

@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from eval.llm import SMOLLM2_SOURCE_SENTENCES, smollm2_server
-from rag import llm, prompts
+from rag.answer import llm, prompts
+from rag.answer.citations import MARKER
+from rag.answer.llm import LLMGenerator, repeats_instructions
 from rag.assistant import Answer, Assistant
-from rag.citations import MARKER
-from rag.errors import GeneratorError, GeneratorTimeout
-from rag.llm import LLMGenerator, repeats_instructions
+from rag.common.errors import GeneratorError, GeneratorTimeout
 
 from .conftest import Server, free_port, index_env
 

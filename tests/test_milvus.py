@@ -20,10 +20,10 @@ import httpx
 import numpy as np
 import pytest
 
-from rag.chunking import chunk_papers
-from rag.config import Settings
-from rag.corpus import build_corpus, load_corpus
-from rag.embedding import load_embedder, tokenizer_of
+from rag.common.settings import Settings
+from rag.index.chunking import chunk_papers
+from rag.index.corpus import build_corpus, load_corpus
+from rag.index.embedding import load_embedder, tokenizer_of
 
 from .conftest import ROOT, SEEDS, MilvusServer, Server, free_port
 
@@ -106,7 +106,7 @@ def abstract(tag: str) -> str:
 
 def milvus_rows(env: dict, table: str, paper_id: str) -> int:
     """Rows of one paper in the current generation of a table, read straight from Milvus."""
-    from rag.stores.milvus import collections
+    from rag.index.stores.milvus import collections
 
     settings = settings_of(env)
     client = collections.connect(settings)
@@ -118,7 +118,7 @@ def milvus_rows(env: dict, table: str, paper_id: str) -> int:
 def test_milvus_holds_the_vectors_the_faiss_build_holds(built, loaded_index):
     """Same model, same chunking: the chunk and sentence vectors in Milvus equal the FAISS
     build's (the session index) for the same papers."""
-    from rag.stores import milvus
+    from rag.index.stores import milvus
 
     index = milvus.load(settings_of(built))
     assert [p.paper_id for p in index.corpus.papers] == [

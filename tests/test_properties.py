@@ -33,11 +33,19 @@ import pytest
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
-from rag.citations import MARKER, CitationTracker, clean_answer, lexical_support, parse_marker
-from rag.corpus import build_corpus, extract_name, load_corpus, normalise, paper_id_for, parse_seed, read_seed_file
-from rag.errors import CorpusError
-from rag.retrieval import Hit
-from rag.stores.base import SentenceRows
+from rag.answer.citations import MARKER, CitationTracker, clean_answer, lexical_support, parse_marker
+from rag.common.errors import CorpusError
+from rag.index.corpus import (
+    build_corpus,
+    extract_name,
+    load_corpus,
+    normalise,
+    paper_id_for,
+    parse_seed,
+    read_seed_file,
+)
+from rag.index.stores.base import SentenceRows
+from rag.retrieve.retrieval import Hit
 
 EXAMPLES = int(os.environ.get("RAG_PROPERTY_EXAMPLES", "150"))
 PROPERTY = settings(

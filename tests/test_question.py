@@ -1,10 +1,10 @@
-"""Question analysis (rag/question.py): the intent, the parts asked and their answer types, and
+"""Question analysis (rag/query/analysis.py): the intent, the parts asked and their answer types, and
 constraints that never hold the words saying what kind of answer is wanted."""
 
 import pytest
 
-from rag.corpus import Paper
-from rag.question import analyse, topic_of, without_exclusions
+from rag.index.corpus import Paper
+from rag.query.analysis import analyse, topic_of, without_exclusions
 
 WORDS_OF_INTENT = {
     "compare",

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.config import Settings
-from rag.corpus import load_corpus
-from rag.stores.faiss import load_index
+from rag.common.settings import Settings
+from rag.index.corpus import load_corpus
+from rag.index.stores.faiss import load_index
 
 from .conftest import ROOT, SEEDS
 
@@ -99,7 +99,7 @@ def test_index_on_a_two_node_ray_cluster(tmp_path, loaded_index):
     settings = Settings(index_dir=tmp_path / "index", seeds_dir=seeds, multilingual=False)
     on_ray = load_index(settings)
     assert on_ray.manifest["embedded_on"] == "ray"
-    from rag.stores import milvus
+    from rag.index.stores import milvus
 
     on_milvus = milvus.load(
         settings.model_copy(update={"vector_store": "milvus", "milvus_uri": str(tmp_path / "milvus.db")})

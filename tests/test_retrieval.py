@@ -3,7 +3,7 @@ from itertools import pairwise
 
 import pytest
 
-from rag.errors import QueryError
+from rag.common.errors import QueryError
 
 # Questions written from the abstracts; most avoid the paper's own name and rare words.
 QUESTIONS = [

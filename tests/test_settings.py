@@ -54,7 +54,7 @@ def test_a_setting_that_cannot_work_stops_start_up_with_one_line(small_service, 
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     said = json.loads(lines[0])  # a service's stderr is JSON lines, even this one
-    assert said["level"] == "CRITICAL" and said["logger"] == "rag.config"
+    assert said["level"] == "CRITICAL" and said["logger"] == "rag.settings"
     message = said["message"]
     assert variable in message and problem in message and "for example" in message, message
     assert "hunter2" not in message
@@ -64,7 +64,7 @@ def test_with_text_logs_the_line_is_plain_text(small_service):
     done = serve({**small_service["env"], "RAG_LOG_FORMAT": "text", "RAG_PORT": "0"})
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert " CRITICAL rag.config: invalid configuration: RAG_PORT='0': " in line and "RAG_PORT=8000" in line
+    assert " CRITICAL rag.common.settings: invalid configuration: RAG_PORT='0': " in line and "RAG_PORT=8000" in line
 
 
 def test_other_commands_say_it_as_a_message(small_service):
@@ -159,7 +159,7 @@ def test_milvus_down_at_start_is_a_state_not_a_refusal(small_service, tmp_path):
 
 
 def test_a_plain_feedback_path_is_checked_like_a_folder(small_service, tmp_path):
-    from rag.config import load_settings
+    from rag.common.settings import load_settings
 
     settings = load_settings(feedback_db=str(tmp_path / "new" / "feedback.db"))
     assert settings.feedback_url == f"sqlite:///{tmp_path / 'new' / 'feedback.db'}"

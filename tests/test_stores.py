@@ -1,5 +1,5 @@
 """The store contract, the same checks on every store: FAISS build folders and a real Milvus
-Lite server on loopback, driven through `rag.stores` as the CLI and the service drive them."""
+Lite server on loopback, driven through `rag.index.stores` as the CLI and the service drive them."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.chunking import split_sentences
-from rag.config import Settings
-from rag.corpus import load_corpus
-from rag.errors import CorpusError, IndexStaleError
-from rag.lexicon import Lexicon
-from rag.stores import add_seed_texts, index_seeds, load_index, open_index, store_for
-from rag.stores.base import Ranked
-from rag.topics import nearest_papers, paper_vectors, place
+from rag.common.errors import CorpusError, IndexStaleError
+from rag.common.settings import Settings
+from rag.index.chunking import split_sentences
+from rag.index.corpus import load_corpus
+from rag.index.lexicon import Lexicon
+from rag.index.stores import add_seed_texts, index_seeds, load_index, open_index, store_for
+from rag.index.stores.base import Ranked, nearest_papers
+from rag.index.topics import paper_vectors, place
 
 from .conftest import SEEDS, MilvusServer
 
@@ -124,7 +124,7 @@ def test_an_add_is_published_whole_and_once(settings):
     assert after.corpus.get(new) is not None
     assert len(after.corpus) == len(before.corpus) + 1
     assert after.lexicon.papers == before.lexicon.papers + 1  # the added paper's words are counted
-    # placed among its nearest papers, as rag.topics places a paper, and no other paper moved
+    # placed among its nearest papers, as rag.index.topics places a paper, and no other paper moved
     assert {pid: p for pid, p in after.topic_map.places.items() if pid != new} == before.topic_map.places
     assert after.topic_map.topics == before.topic_map.topics
     rows = after.sentences_of([new])[new]

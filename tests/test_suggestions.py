@@ -2,7 +2,7 @@
 
 import httpx
 
-from rag.suggestions import next_questions
+from rag.answer.suggestions import next_questions
 
 
 def test_each_paper_gets_a_question_before_any_gets_a_second_and_asked_ones_are_left_out():

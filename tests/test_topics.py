@@ -12,22 +12,22 @@ import sys
 import numpy as np
 import pytest
 
-from rag.config import Settings
-from rag.corpus import load_corpus
-from rag.similar import similar_papers
-from rag.stores.faiss import build_index, load_index
-from rag.topics import (
+from rag.common.settings import Settings
+from rag.index.corpus import load_corpus
+from rag.index.stores.base import nearest_papers
+from rag.index.stores.faiss import build_index, load_index
+from rag.index.topics import (
     GENERIC_NOUNS,
     GENERIC_WORDS,
     OTHER_LABEL,
     TopicMap,
     _labels,
     fit_map,
-    nearest_papers,
     paper_vectors,
     topic_counts,
     topics_of,
 )
+from rag.retrieve.similar import similar_papers
 
 from .conftest import ROOT, SEEDS, small_settings
 

@@ -8,7 +8,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from rag.config import Settings
+from rag.common.settings import Settings
 from rag.feedback import FeedbackStore
 
 from .conftest import ARTIFACTS, ask

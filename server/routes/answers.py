@@ -9,9 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
-from rag.config import Settings
-from rag.embedding import tokenizer_of
-from rag.limits import MAX_QUESTION_CHARS
+from rag.common.limits import MAX_QUESTION_CHARS
+from rag.common.settings import Settings
+from rag.index.embedding import tokenizer_of
 
 from .. import openai_compat
 from ..dependencies import assistant, authorised, settings

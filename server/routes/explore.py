@@ -11,10 +11,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from rag.config import Settings
-from rag.limits import MAX_K
-from rag.similar import similar_papers
-from rag.stores.base import SearchIndex
+from rag.common.limits import MAX_K
+from rag.common.settings import Settings
+from rag.index.stores.base import SearchIndex
+from rag.retrieve.similar import similar_papers
 
 from ..dependencies import assistant, authorised, settings
 from ..errors import errors

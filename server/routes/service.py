@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from rag.parts import PARTS
+from rag.common.parts import PARTS
 
 from ..dependencies import authorised, keeper
 from ..errors import ApiError, errors

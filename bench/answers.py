@@ -1,0 +1,92 @@
+"""Every answer to every eval question, written to one JSON Lines file: run it before and after a
+change that must leave answers as they are, then `cmp` the two files (or `--diff` them).
+
+    python bench/answers.py --out before.jsonl
+    python bench/answers.py --out after.jsonl --diff before.jsonl
+
+Each line: split, system, question id, then the answer's text, cited papers, confidence,
+missing phrase, support and the analysed intent. Every split under eval/ is asked (dev's
+leave-one-out variants too) with each retrieval system, on the embedded defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rag.answer.generator import make_generator
+from rag.assistant import Assistant
+from rag.common.settings import PROJECT_ROOT, load_settings
+from rag.evaluation.runs import leave_one_out
+from rag.index.stores import load_index
+
+SYSTEMS = ("hybrid", "bm25", "dense")
+
+
+def questions() -> dict[str, list[dict]]:
+    splits = {}
+    for path in sorted((PROJECT_ROOT / "eval").rglob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        splits[path.stem] = rows
+        if path.stem == "dev":
+            splits["dev-loo"] = leave_one_out([{**q, "history": q.get("history", [])} for q in rows])
+    return splits
+
+
+def dump(out: Path) -> int:
+    settings = load_settings()
+    index = load_index(settings)
+    generator = make_generator(settings, index.lexicon)
+    count = 0
+    with out.open("w", encoding="utf-8") as f:
+        for system in SYSTEMS:
+            system_settings = settings.model_copy(update={"retrieval_mode": system})
+            assistant = Assistant(index, system_settings, generator)
+            for split, rows in questions().items():
+                for q in rows:
+                    asked = (
+                        Assistant(index, system_settings, generator, exclude=q["exclude"])
+                        if q.get("exclude")
+                        else assistant
+                    )
+                    answer = asked.ask(q["question"], q.get("history") or [])
+                    record = {
+                        "split": split,
+                        "system": system,
+                        "id": q["id"],
+                        "answer": answer.text,
+                        "citations": [c.paper_id for c in answer.citations],
+                        "confidence": answer.confidence,
+                        "missing": answer.missing,
+                        "support": round(answer.support, 6),
+                        "intent": answer.ask.intent if answer.ask else None,
+                    }
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    count += 1
+    return count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="where the answers are written")
+    parser.add_argument("--diff", type=Path, help="an earlier dump: print every answer that differs")
+    args = parser.parse_args()
+    count = dump(args.out)
+    print(f"{count} answers -> {args.out}")
+    if args.diff is None:
+        return 0
+    before = args.diff.read_text(encoding="utf-8").splitlines()
+    after = args.out.read_text(encoding="utf-8").splitlines()
+    changed = [(b, a) for b, a in zip(before, after, strict=False) if b != a]
+    for b, a in changed:
+        print(f"- {b}\n+ {a}")
+    if len(before) != len(after):
+        print(f"{len(before)} answers before, {len(after)} now")
+    print(f"{len(changed)} of {len(after)} answers differ")
+    return 1 if changed or len(before) != len(after) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,641 @@
+"""The extractive generator: answers from the retrieved abstracts' own sentences, chosen to
+cover what the question asks, with no model and in milliseconds."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from rag.answer.citations import MARKER
+from rag.common.settings import ExtractiveWeights
+from rag.common.text import (
+    ASKS_FOR_CODE,
+    CODE_LINK,
+    CONTRIBUTION,
+    NEW_WORK,
+    NEW_WORK_VERBS,
+    asks_for_several,
+    is_cjk,
+    stems,
+)
+from rag.index.corpus import mentions
+from rag.index.lexicon import Lexicon
+from rag.query.analysis import Ask, analyse, intent_of
+from rag.retrieve.retrieval import Hit
+
+_WHICH = re.compile(
+    r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
+)
+_HOW_MUCH = re.compile(
+    r"\bhow (much|many|fast|large|big|long|often)\b"
+    r"|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
+    re.I,
+)
+_NUMBER = re.compile(r"\d")
+# A count or a figure, in digits or in words ("twelve downstream tasks").
+_QUANTITY = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|thousands?|"
+    r"millions?|twice|double[sd]?|triple[sd]?|half|halves|halving)\b",
+    re.I,
+)
+# A question that asks for the datasets or benchmarks by name (not for the tasks or the settings).
+_ASKS_DATA_NAMES = re.compile(r"\b(datasets?|benchmarks?|corpora)\b|数据集|基准", re.I)
+# A figure a result is reported in: "12.2x", "9.1$\\times$", "40%", "3-fold", "by 15 points".
+FIGURE = re.compile(
+    r"\d(?:[\d,.]*\d)?\s*(?:\\?%|\$?\\times\$?|×|x\b|-?fold\b|times\b|points?\b|pp\b)|\b(?:up to|by|of|to) \*?\d",
+    re.I,
+)
+# "What problem does X address?": the sentences stating the problem or its cause.
+_PROBLEM = re.compile(
+    r"\b(however|yet|but|despite|although|remains?|suffer\w*|limit\w*|fail\w*|struggl\w*|challeng\w*|bottleneck\w*|"
+    r"costly|expensive|incompatible|lack\w*|difficult\w*|unclear|overlook\w*|neglect\w*|ignor\w*|prone|"
+    r"existing|current|prior|previous|conventional|standard|traditional|typically|often|rely|relies)\b",
+    re.I,
+)
+# "How does X work?": the sentences saying how.
+_MECHANISM = re.compile(
+    r"\b(by|via|through|consists? of|compris\w*|first\w*|then|which|leverag\w*|combin\w*|replac\w*|uses?)\b", re.I
+)
+# The sentence naming what a paper is evaluated on: a named benchmark or dataset ("LongBench",
+# "ImageNet-1K", "Dream-7B"), or a count of them ("18 datasets").
+_NAMES_DATA = re.compile(
+    r"\b[A-Z][\w-]*[A-Z0-9][\w-]*\b|\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b"
+)
+# A dataset or benchmark named as where something was done: "perplexity on WikiText-2", "across LongBench".
+_DATA_NAMED = re.compile(r"\b(on|in|across|using|with|from|over)\s+(the\s+)?([\w-]+\s+){0,3}?[A-Z][\w-]*[A-Z0-9][\w-]*")
+_DATA_COUNTED = re.compile(r"\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b")
+# Datasets listed by name after the word: "low-temperature benchmarks including Ising, Potts".
+_DATA_LISTED = re.compile(
+    r"\b(datasets?|benchmarks?|tasks?|environments?|suites?)\b[^.;]{0,40}?\b(including|such as|like|namely)\s+[A-Z]"
+)
+# A dataset or benchmark the paper makes: "the authors release *TC-Bench*, a foundational global dataset".
+_DATA_MADE = re.compile(
+    r"\b(?i:releas|introduc|present|construct|curat|collect|buil)\w*\b[^.;]{0,40}?\b[A-Z][\w-]*[A-Z0-9][\w-]*"
+    r"[^.;]{0,40}?\b(?i:datasets?|benchmarks?|corpus|corpora|suite)\b"
+)
+# "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
+# reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
+_WHERE_TESTED = re.compile(
+    r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|environments?|tasks?|domains?|settings?|games?)\b"
+    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b",
+    re.I,
+)
+_EXPERIMENTS = re.compile(
+    r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I
+)
+# A sentence claiming results rather than saying what the method does: "Extensive experiments
+# against 13 baselines demonstrate ...", "Through extensive experiments, it attains ...".
+_RESULT_CLAIM = re.compile(
+    r"\b(experiments?|results|evaluations?|empirically)\b[^.;]*?\b(show|demonstrat|confirm|indicat|reveal|"
+    r"outperform|achiev|attain|surpass)\w*",
+    re.I,
+)
+# What a paper finds: a result it reports or a claim it shows ("Experiments show ...", "we prove",
+# "X achieves state-of-the-art", "a 50% improvement"); not a size it sets up ("models of 7B").
+_FINDING = re.compile(
+    _RESULT_CLAIM.pattern
+    + r"|\b(we|this (paper|work))\s+(\w+\s+)?(show|find|found|prove|demonstrat|observ|report)\w*\b"
+    r"|\b(outperform|surpass)\w*|\b(achieves|achieved|attains|attained)\b|\bstate-of-the-art\b"
+    r"|\d[\d.,]*\s*(\\?%|×|\$?\\times|x\b|-?fold\b|times\b)",
+    re.I,
+)
+# "How does X compare with Y?": a sentence setting the paper against others ("outperforms", "unlike",
+# "more accurately than", "whereas", "compared with").
+_CONTRASTS = re.compile(
+    r"\b(than|outperform\w*|surpass\w*|unlike|whereas|while|compared (to|with)|versus|vs\.?|in contrast|"
+    r"rather|instead|beyond|over (the )?(\w+ )?baselines?)\b",
+    re.I,
+)
+# "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
+_DEFINITION = re.compile(
+    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
+)
+# The sentence in which an abstract says what its work is, named or not ("In this work, we present
+# the first theoretical analysis of ...", "We systematically investigate ...").
+_PRESENTS_WORK = re.compile(
+    rf"\b(we|this (paper|work|study))\s+(\w+\s+)?({NEW_WORK_VERBS}|buil|"
+    r"investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
+    re.I,
+)
+# "What do the papers on X propose?": each paper's contribution is asked.
+_ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
+_LEAD_IN = re.compile(
+    r"^(?:(?:to (?:address|tackle|overcome|bridge|close|mitigate|solve)[^,]{0,60}|in this (?:work|paper)|here|"
+    r"specifically|moreover|furthermore|additionally|finally|however|therefore|thus|in particular|"
+    r"based on (?:this|these)[^,]{0,40}|building on[^,]{0,60}|motivated by[^,]{0,60}|leveraging[^,]{0,60}|"
+    r"crucially|empirically|theoretically|consequently|to this end|as a result|instead),\s*)+",
+    re.I,
+)
+
+
+def counts(question_stems: set[str], sentence: str) -> bool:
+    """A number right before a word of the question: "18 challenging datasets" for "how many datasets"."""
+    for match in re.finditer(r"\d[\d,.]*\s+((?:[^\W\d]+\s+){0,2}[^\W\d]+)", sentence):
+        if stems(match.group(1)) & question_stems:
+            return True
+    return False
+
+
+def introduces(sentence: str, name: str) -> bool:
+    """The sentence that presents a paper's method: "we propose X", "X, a ...", "X is a ..."."""
+    if not mentions(sentence, name):
+        return False
+    named = re.escape(name)
+    return (
+        bool(CONTRIBUTION.search(sentence))
+        or re.search(rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence)
+        is not None
+    )
+
+
+def third_person(sentence: str) -> str:
+    """Drop a connective opening and say "the authors" for "we", so a sentence reads as an answer."""
+    text = _LEAD_IN.sub("", sentence.replace("**", "")).strip()
+    text = re.sub(r"\bwe\b", "the authors", text)
+    text = re.sub(r"\bWe\b", "The authors", text)
+    text = re.sub(r"\bour\b", "their", text)
+    text = re.sub(r"\bOur\b", "Their", text)
+    text = re.sub(r"\bus\b", "them", text)
+    return text[:1].upper() + text[1:]
+
+
+@dataclass
+class Candidate:
+    """A sentence of a source abstract, scored as an answer to the question."""
+
+    source: int  # the source's number in the answer, from 1
+    sentence: str
+    score: float
+    asked: frozenset[str] = frozenset()  # the question's words (stems) this sentence contains
+
+
+class ExtractiveGenerator:
+    """Picks the sentences of the retrieved abstracts that best answer the question.
+
+    The Assistant hands over only the papers with enough evidence; a sentence's score is its
+    cosine with the question, plus the rare question words it shares, plus what the question
+    asks for (a number, a definition, code), as weighted in `ExtractiveWeights`. "Which
+    papers...?" gets one sentence from every paper. Hand-written because no library answers
+    extractively with citations per sentence.
+    """
+
+    name = "extractive"
+
+    def __init__(self, lexicon: Lexicon | None = None, weights: ExtractiveWeights | None = None):
+        """`lexicon`: the corpus's word counts over its sentences, to weight question words by
+        rarity (IDF), so that "GRPO" or "RMSE" in a question counts for more than "method"."""
+        self.weights = weights or ExtractiveWeights()
+        # Over sentences; scikit-learn's smooth IDF (every word weighs 1 or more): ExtractiveWeights were tuned on it.
+        self.idf = (lexicon or Lexicon.empty()).sentence_idf(smoothing=1, offset=1)
+
+    def overlap(self, question_stems: set[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
+        """IDF-weighted share of the question's words that the sentence contains. A word found in
+        several sentences of the same abstract ("transit stop placement" in a paper about it)
+        names the paper's topic rather than the sentence that answers: it counts once per
+        sentence it is in, divided among them."""
+        if not question_stems:
+            return 0.0
+        shared = question_stems & sentence_stems
+        return sum(self.idf[s] / spread.get(s, 1) for s in shared) / self.idf.total(question_stems)
+
+    def score(
+        self,
+        question: str,
+        sources: list[Hit],
+        multilingual: bool = False,
+        ask: Ask | None = None,
+        naming: str | None = None,
+    ) -> list[Candidate]:
+        """Every sentence of the sources, best first. `ask`: the question's analysis; its intent
+        and the types of the facts asked favour the sentences of that kind. `naming`: the text
+        whose named papers are the subject (default `question`; the whole question for a part of it)."""
+        w = self.weights
+        ask = ask or analyse(question)
+        spread = w.multilingual_spread if multilingual else 1.0
+        wants_number = bool(_HOW_MUCH.search(question)) or "number" in ask.wants
+        wants_experiments = bool(_WHERE_TESTED.search(question)) or "dataset" in ask.wants
+        wants_problem = ask.intent == "limitation"
+        wants_mechanism = ask.intent == "how-it-works"
+        wants_contrast = ask.intent == "comparison"
+        wants_code = bool(ASKS_FOR_CODE.search(question))
+        top_dense = max((h.dense_score for h in sources), default=0.0)
+        # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
+        named = {n for n, hit in enumerate(sources, start=1) if mentions(naming or question, hit.paper.name)}
+        asked = stems(question)
+        candidates = []
+        for n, hit in enumerate(sources, start=1):
+            if named and n not in named:
+                continue
+            # Words naming the paper pick the paper, not the sentence that answers.
+            question_stems = asked - stems(hit.paper.name)
+            defining = n in named and bool(_DEFINITION.search(question))
+            sentence_stems = {sentence: stems(sentence) for sentence in hit.sentence_scores}
+            in_sentences: dict[str, int] = {}
+            for own in sentence_stems.values():
+                for stem in own & question_stems:
+                    in_sentences[stem] = in_sentences.get(stem, 0) + 1
+            for position, (sentence, cosine) in enumerate(hit.sentence_scores.items()):
+                overlap = self.overlap(question_stems, sentence_stems[sentence], in_sentences)
+                score = (
+                    w.cosine * cosine + w.paper * (hit.dense_score - top_dense) / spread + spread * w.overlap * overlap
+                )
+                if position == 0:
+                    score += spread * w.opening
+                if (CONTRIBUTION.search(sentence) or hit.paper.name in sentence) and not wants_problem:
+                    score += spread * w.contribution
+                if defining and introduces(sentence, hit.paper.name):
+                    score += spread * w.definition
+                if wants_number and _NUMBER.search(sentence):
+                    score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
+                if wants_experiments and _EXPERIMENTS.search(sentence):
+                    score += spread * w.experiments
+                # The problem is stated before the paper answers it: not in "we propose X to address it".
+                if wants_problem and _PROBLEM.search(sentence) and not NEW_WORK.search(sentence):
+                    score += spread * w.motivation
+                if wants_contrast and _CONTRASTS.search(sentence):
+                    score += spread * w.contrast
+                if wants_mechanism and _MECHANISM.search(sentence):
+                    score += spread * w.mechanism
+                if (wants_mechanism or wants_problem) and _RESULT_CLAIM.search(sentence):
+                    score -= spread * w.claim
+                if CODE_LINK.search(sentence):
+                    # "Code is available at ..." answers a question about code and nothing else.
+                    score += w.boilerplate if wants_code else -w.boilerplate
+                candidates.append(Candidate(n, sentence, score, frozenset(question_stems & sentence_stems[sentence])))
+        return sorted(candidates, key=lambda c: -c.score)
+
+    def select(
+        self, question: str, sources: list[Hit], multilingual: bool = False, ask: Ask | None = None
+    ) -> list[Candidate]:
+        w = self.weights
+        candidates = self.score(question, sources, multilingual, ask)
+        if not candidates:
+            return []
+        if asks_for_several(question):
+            # Each paper's best sentence, in the order of the papers' ranks.
+            best_of: dict[int, Candidate] = {}
+            for c in candidates:
+                best_of.setdefault(c.source, c)
+            return [best_of[n] for n in sorted(best_of)[: w.max_papers]]
+        if _WHICH.search(question):
+            # "Which paper ...?" is answered by the best-ranked paper: its best sentence leads.
+            top = min(c.source for c in candidates)
+            lead = next(c for c in candidates if c.source == top)
+            candidates.remove(lead)
+            candidates.insert(
+                0,
+                Candidate(
+                    lead.source,
+                    lead.sentence,
+                    max(lead.score, candidates[0].score if candidates else lead.score),
+                    lead.asked,
+                ),
+            )
+        return self.cover(candidates, multilingual)
+
+    def cover(self, candidates: list[Candidate], multilingual: bool) -> list[Candidate]:
+        """Sentences that together answer every part of the question: greedily, the best score
+        plus `new_words` times the IDF share of the question's words no chosen sentence has yet
+        ("the two modules ... and the speedup" takes the sentence with the speedup too), while
+        within `margin` of the best sentence's score."""
+        w = self.weights
+        spread = w.multilingual_spread if multilingual else 1.0
+        total = self.idf.total(set().union(*(c.asked for c in candidates))) or 1.0
+        best = candidates[0].score
+        chosen: list[Candidate] = []
+        covered: set[str] = set()
+        per_paper: dict[int, int] = {}
+        left = list(candidates)
+
+        def gain(c: Candidate) -> float:
+            return c.score + (w.new_words * self.idf.total(c.asked - covered) / total if chosen else 0.0)
+
+        while left and len(chosen) < w.max_sentences:
+            pick = max(left, key=gain)
+            if gain(pick) < best - w.margin * spread:
+                break
+            left.remove(pick)
+            if per_paper.get(pick.source, 0) == w.per_paper:
+                continue
+            per_paper[pick.source] = per_paper.get(pick.source, 0) + 1
+            chosen.append(pick)
+            covered |= pick.asked
+        return chosen
+
+    def compose(self, question: str, sources: list[Hit], ask: Ask | None = None) -> str:
+        """The answer in the shape the question asks for: the named papers side by side for a
+        comparison, a line per paper for a list or a summary (a table when a figure is asked),
+        else the sentences that answer, with a plain word for a part no source holds."""
+        ask = ask or analyse(question)
+        multilingual = is_cjk(question)
+        number = {hit.paper.paper_id: n for n, hit in enumerate(sources, start=1)}
+        named = [number[p.paper_id] for p in ask.named if p.paper_id in number]  # in the order asked
+        if ask.intent == "comparison" and len(named) >= 2:
+            return self.side_by_side(question, sources, named, ask)
+        if ask.intent == "summary" and ask.one_paper:
+            return self.summary_of_one(question, sources, named[0] if len(named) == 1 else 1, ask)
+        if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
+            return self.per_paper(question, sources, ask)
+        chosen = self.select(question, sources, multilingual, ask)
+        # The one paper answering: the one named, or the one every chosen sentence comes from.
+        one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
+        if len(ask.facts) > 1 or (one is not None and ask.wants & {"number", "dataset"}):
+            # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
+            chosen = self.per_part(question, sources, multilingual, ask, chosen, one)
+        # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
+        if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
+            source = sources[one - 1]
+            own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
+            method: list[str] = []
+            if ask.intent in ("how-it-works", "existence"):
+                what, after = self.introduction(own, list(source.sentence_scores), source.paper.name)
+                chosen = self.with_mechanism(own, chosen, after)
+                method = self.method(source, what)
+            # "Yes: " and the sentence that says so, then how, in the abstract's order.
+            lead = chosen[0] if ask.intent == "existence" and chosen else None
+            chosen = self.explained(source, own, chosen, method)
+            if lead is not None:
+                chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
+        text = self.write(question, sources, chosen)
+        absent = self.absent(sources, chosen, named, ask)
+        return f"{absent} {text}" if absent and text else text
+
+    def summary_of_one(self, question: str, sources: list[Hit], n: int, ask: Ask) -> str:
+        """A summary of one paper (`n`: the one named, else the likeliest): what it brings (its
+        introduction, or its best sentence on the question), how it works (the sentence after, when
+        it claims no result), what it finds first and last (the sentences after its introduction
+        reporting a result), then its next best up to `summary_of_one`, in the abstract's order."""
+        source, shown = sources[n - 1], _shown(question)
+        own = [c for c in self.score(question, sources, is_cjk(question), ask) if c.source == n and shown(c.sentence)]
+        if not own:
+            return ""
+        order = list(source.sentence_scores)
+        what, after = self.introduction(own, order, source.paper.name)
+        what = what or own[0]
+        how = self.mechanism(own, after)
+        later = order[order.index(what.sentence) + 1 :]
+        findings = [s for s in later if (how is None or s != how.sentence) and _FINDING.search(s)]
+        # What it finds first (often its claim) and last (often its experiments).
+        picked = [what, *(c for c in own if c is how or c.sentence in (*findings[:1], *findings[-1:]))]
+        # A role the abstract leaves unfilled goes to its next best sentence on the question.
+        picked += [c for c in own if c not in picked][: self.weights.summary_of_one - len(picked)]
+        return self.write(question, sources, sorted(picked, key=lambda c: order.index(c.sentence)))
+
+    def per_part(
+        self,
+        question: str,
+        sources: list[Hit],
+        multilingual: bool,
+        ask: Ask,
+        chosen: list[Candidate],
+        one: int | None = None,
+    ) -> list[Candidate]:
+        """Each part of a multi-part question ("What is X, and how much faster is it?"), or the one
+        figure or data asked of one paper: the part's best sentence, in the order asked, then the
+        sentences chosen for the whole question, up to `max_sentences`. Scored alone, a part's
+        intent picks its kind of sentence (the definition, the figure), which the whole question's
+        mix of words can outweigh. `one`: the paper answering, when one does, whose sentences
+        answer each part (not a neighbour's benchmark)."""
+        picked: list[Candidate] = []
+        for fact in ask.facts:
+            part = analyse(fact.text, ask.named)
+            scored = self.score(fact.text, sources, multilingual, part, naming=question)
+            scored = [c for c in scored if c.source == one] or scored
+            # A part asking for a figure or for the data is answered by a sentence that gives it:
+            # the best-scored of the sentences that give what the part asks (max keeps the first).
+            best = max(scored, key=lambda c: self.gives(fact.wants, c, sources), default=None)
+            if best is not None and all(best.sentence != c.sentence for c in picked):
+                picked.append(best)
+        rest = [c for c in chosen if all(c.sentence != p.sentence for p in picked)]
+        return (picked + rest)[: max(self.weights.max_sentences, len(picked))]
+
+    @staticmethod
+    def gives(wants: str, c: Candidate, sources: list[Hit]) -> int:
+        """How well a sentence can answer a part expecting `wants` (0: not at all): a figure for
+        a number; for the data, a dataset named where something was run or counted (not the
+        paper's own name), best in the sentence reporting the experiments."""
+        if wants == "number":
+            return int(bool(FIGURE.search(c.sentence)))
+        if wants == "dataset":
+            own = c.sentence.replace(sources[c.source - 1].paper.name, "")
+            names = bool(_DATA_NAMED.search(own) or _DATA_COUNTED.search(own) or _DATA_LISTED.search(own))
+            return names + (names and bool(_EXPERIMENTS.search(own)))
+        return 1
+
+    def with_mechanism(self, own: list[Candidate], chosen: list[Candidate], after: str | None) -> list[Candidate]:
+        """ "How does X work?" about one paper (`own`: its scored sentences): `after`, the sentence
+        after X's introduction, which most often says how, joins the answer when it is not in it yet."""
+        if after is None or any(c.sentence == after for c in chosen):
+            return chosen
+        return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
+
+    @staticmethod
+    def mechanism(own: list[Candidate], after: str | None) -> Candidate | None:
+        """`after`, the sentence after a paper's introduction (`own`: its scored sentences), when it
+        says how the method works rather than claims a result."""
+        return next((c for c in own if c.sentence == after and not _RESULT_CLAIM.search(c.sentence)), None)
+
+    @staticmethod
+    def method(source: Hit, what: Candidate | None) -> list[str]:
+        """The sentences that say what a paper's method is and how it works: `what`, the one
+        introducing it, then those after it that do not claim results (the background before it
+        says neither)."""
+        if what is None:
+            return []
+        order = list(source.sentence_scores)
+        return [what.sentence, *(s for s in order[order.index(what.sentence) + 1 :] if not _RESULT_CLAIM.search(s))]
+
+    def explained(
+        self, source: Hit, own: list[Candidate], chosen: list[Candidate], first: Sequence[str] = ()
+    ) -> list[Candidate]:
+        """How one paper works, what problem it takes on or how it compares (`own`: its scored
+        sentences): at least `explain_at_least` of its sentences, in the abstract's order; the
+        sentences joining are the first of `first` (its head before the rest), then the next best."""
+        more = self.weights.explain_at_least - len(chosen)
+        if more <= 0:
+            return chosen
+        taken = {c.sentence for c in chosen}
+        rank = {sentence: min(i, 1) for i, sentence in enumerate(first)}
+        ordered = sorted(own, key=lambda c: rank.get(c.sentence, 2))  # stable: by score within a rank
+        added = [c for c in ordered if c.sentence not in taken][:more]
+        order = list(source.sentence_scores)
+        return sorted([*chosen, *added], key=lambda c: order.index(c.sentence))
+
+    def write(self, question: str, sources: list[Hit], chosen: list[Candidate]) -> str:
+        """Chosen sentences as answer prose, each cited; a paper named the first time it speaks."""
+        parts = []
+        introduced: set[int] = set()
+        for c in chosen:
+            text, end = self.sentence(c)
+            name = sources[c.source - 1].paper.name
+            # Say which paper a sentence comes from the first time, unless the question or the sentence says it.
+            if (
+                c.source not in introduced
+                and not name.endswith("…")
+                and name not in text
+                and not mentions(question, name)
+            ):
+                text = f"{name}: {text}"
+            introduced.add(c.source)
+            parts.append(f"{text} [{c.source}]{end}")
+        return " ".join(parts)
+
+    @staticmethod
+    def sentence(c: Candidate) -> tuple[str, str]:
+        """A candidate's sentence as the answer says it, without its final stop, and that stop."""
+        # A bracketed number inside an abstract ("as in [7]") is not ours to cite.
+        text = " ".join(MARKER.sub(" ", third_person(c.sentence)).split())
+        end = text[-1] if text and text[-1] in ".!?" else "."
+        return text.rstrip(".!?"), end
+
+    def best_per_paper(
+        self, candidates: list[Candidate], wanted: re.Pattern[str] | None = None
+    ) -> dict[int, Candidate]:
+        """Each source's best sentence (of those matching `wanted`, when given)."""
+        best: dict[int, Candidate] = {}
+        for c in candidates:
+            if wanted is None or wanted.search(c.sentence):
+                best.setdefault(c.source, c)
+        return best
+
+    @staticmethod
+    def introduction(own: list[Candidate], order: list[str], name: str) -> tuple[Candidate | None, str | None]:
+        """A paper's sentence introducing its method, and the sentence after it, which most often
+        says how the method works (`order`: the abstract's sentences)."""
+        by_sentence = {c.sentence: c for c in own}
+        ours = [by_sentence[s] for s in order if s in by_sentence]
+        # A paper without a name (a fifth of the seeds) is introduced by its first "we present ...".
+        what = next((c for c in ours if introduces(c.sentence, name)), None) or next(
+            (c for c in ours if _PRESENTS_WORK.search(c.sentence)), None
+        )
+        after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
+        return what, after
+
+    def side_by_side(self, question: str, sources: list[Hit], named: list[int], ask: Ask) -> str:
+        """A comparison: each named paper on one line, with its best sentences on the aspect asked
+        (and, when a figure or the data is asked, the sentence that gives it). A paper the
+        conversation named ("How does its approach differ from dLLM-Cache's?") is one of them."""
+        naming = " ".join([question, *(p.name for p in ask.named)])
+        candidates = self.score(question, sources, is_cjk(question), ask, naming)
+        aspect = FIGURE if "number" in ask.wants else _NAMES_DATA if "dataset" in ask.wants else None
+        # What is asked of each paper, by the question's own words ("which weakness is each one
+        # going after?" asks for each one's problem), when it is more than how they compare.
+        asked_of_each = intent_of(ask.question, several=False)
+        shown = _shown(question)
+        lines = []
+        for n in named:
+            own = [c for c in candidates if c.source == n]
+            if not own:
+                continue
+            name = sources[n - 1].paper.name
+            # What the paper is (the sentence introducing it and the one after, which says how
+            # it works), then its sentence on the aspect asked; in the abstract's order.
+            order = list(sources[n - 1].sentence_scores)
+            what, after = self.introduction(own, order, name)
+            # Its best sentence on the aspect other than those two: what sets it apart.
+            # The abstract's opening is background the two papers share, not what sets one apart.
+            rest = [c for c in own if c is not what and c.sentence not in (after, order[0])] or own
+            # Unless results are asked, a claim of results ("Extensive experiments show ...") says
+            # less of how the two differ than a sentence on the method.
+            method = [c for c in rest if not _RESULT_CLAIM.search(c.sentence)] or rest
+            if asked_of_each == "limitation" and what is not None:
+                # The problem a paper takes on is said before it introduces itself, in words of a problem.
+                before = [c for c in own if c.sentence in order[: order.index(what.sentence)]]
+                method = [c for c in before if _PROBLEM.search(c.sentence)] or before or method
+            on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else method[0]
+            chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
+            # What is asked rarely fits one sentence of an abstract: its next best ones too (not
+            # where its code is, unless asked).
+            more = [c.sentence for c in method if c.sentence not in chosen and shown(c.sentence)]
+            chosen |= set(more[: self.weights.aspect_sentences - 1])
+            picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
+            body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
+            lines.append(f"- **{_cell(sources[n - 1].paper.name)}**: {body}")
+        return "\n".join(lines)
+
+    def per_paper(self, question: str, sources: list[Hit], ask: Ask) -> str:
+        """One line per paper with what it contributes to the question; a Markdown table
+        (paper | what it does | figure) when the question asks for a figure."""
+        w = self.weights
+        candidates = self.score(question, sources, is_cjk(question), ask)
+        best = self.best_per_paper(candidates)
+        if ask.intent == "summary" or NEW_WORK.search(ask.question) or _ASKS_CONTRIBUTION.search(ask.question):
+            # A summary, or papers asked for what they contribute: the sentence saying what that is.
+            best |= self.best_per_paper(candidates, NEW_WORK)
+        order = sorted(best)[: w.max_papers]
+        if "number" in ask.wants:
+            figures = self.best_per_paper(candidates, FIGURE)
+            best = {**best, **self.best_per_paper(candidates, CONTRIBUTION)}
+            rows = ["| Paper | What it does | Figure |", "|---|---|---|"]
+            for n in order:
+                does, figure = best[n], figures.get(n)
+                cells = [_cell(sources[n - 1].paper.name), f"{_cell(self.sentence(does)[0])} [{n}]"]
+                cells.append(
+                    f"{_cell(self.sentence(figure)[0])} [{n}]"
+                    if figure is not None and figure is not does
+                    else "(in the sentence before)"
+                    if figure is not None
+                    else "(no figure in the abstract)"
+                )
+                rows.append("| " + " | ".join(cells) + " |")
+            return "\n".join(rows)
+        shown = _shown(question)
+        lines = []
+        for n in order:
+            name = sources[n - 1].paper.name
+            own = [c for c in candidates if c.source == n]
+            sentences = list(sources[n - 1].sentence_scores)
+            what, after = self.introduction(own, sentences, name)
+            how = self.mechanism(own, after)
+            # The sentence on what is asked; an overview says what the paper is and how it works
+            # (the sentence introducing it, the one after); then its next best on the question.
+            if ask.intent == "summary":
+                ranked, wanted = [best[n], how, what, *own], w.summary_sentences
+            else:
+                ranked, wanted = [best[n], what, how, *own], w.list_sentences
+            picked: list[Candidate] = []
+            for c in ranked:
+                if len(picked) == wanted:
+                    break
+                if c is not None and c not in picked and shown(c.sentence):
+                    picked.append(c)
+            picked = sorted(picked or [best[n]], key=lambda c: sentences.index(c.sentence))
+            body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
+            label = f"**{_cell(name)}**: " if not name.endswith("…") else ""
+            lines.append(f"- {label}{body}")
+        return "\n".join(lines)
+
+    @staticmethod
+    def absent(sources: list[Hit], chosen: list[Candidate], named: list[int], ask: Ask) -> str:
+        """A plain word for an asked part that the one paper asked about does not give: its
+        benchmarks, or a figure."""
+        if len(named) != 1:
+            return ""
+        hit = sources[named[0] - 1]
+        sentences = list(hit.sentence_scores)
+        name = hit.paper.name
+        if (
+            "dataset" in ask.wants
+            and _ASKS_DATA_NAMES.search(ask.question)
+            and not any(_DATA_NAMED.search(s.replace(name, "")) or _DATA_MADE.search(s) for s in sentences)
+        ):
+            return f"{name}'s abstract does not name the datasets or benchmarks it is evaluated on."
+        if "number" in ask.wants and not any(_QUANTITY.search(s.replace(name, "")) for s in sentences):
+            return f"{name}'s abstract gives no figure for this."
+        return ""
+
+    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
+        text = self.compose(question, sources, ask)
+        yield from re.findall(r"\S+\s*", text)
+
+
+def _shown(question: str) -> Callable[[str], bool]:
+    """Which sentences an answer's line may show: not one saying where the code is, unless asked."""
+    wants_code = bool(ASKS_FOR_CODE.search(question))
+    return lambda sentence: wants_code or not CODE_LINK.search(sentence)
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell or bold run."""
+    return text.replace("|", "/").replace("**", "")

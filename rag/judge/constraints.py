@@ -1,0 +1,274 @@
+"""Verification: is every constraint of a question found in the papers that answer it?
+
+A constraint is a content phrase of the question (rag/query/analysis.py): "video generation",
+"reinforcement learning", "one-step". A paper that answers must hold each one, or the answer
+is about something next to the question ("text watermarks" for "image watermarks"). A
+constraint is found in the answering papers
+
+- by its words, stemmed ("generates" finds "generation"), or in another part of speech that the
+  stemmer leaves apart ("medicine" finds "medical"); a hyphenated word only whole, its
+  parts in order and in any form, joined by a hyphen, a dash or a space ("one-step" is not found
+  in "multi-step ... one of"): modifiers count; one whose modifier no answering paper holds is
+  another thing, never high; so is an adverb they never put on the word ("strongly convex"), a
+  word asked bare that they only qualify ("only convex" where they say "strongly convex"), and a
+  word they hold only where they say where their code is;
+- by an alias the corpus defines ("Rotary Position Embedding (RoPE)" in any abstract lets
+  "RoPE" find "rotary position embedding" and back);
+- softly: its best cosine with a sentence of the answering papers reaches `soft_above` (other
+  words for the same thing: "upscales blurry videos" for "video super-resolution").
+
+A question's framing words (its verbs, adverbs, prepositions, comparatives: "both talk about",
+"earlier"; `framing_words` in rag/query/analysis.py) are never missing: they say how it is asked.
+What is not found is weighed by its words' IDF, as a share of the whole question's: the answer
+is confident only when that share is under `missing_below` (`support`). A missing name, or a
+missing modifier of a thing the papers hold ("adaptive-noise" where they say "fixed-noise";
+"continuous neural samplers" where their term is "discrete neural samplers"), is another thing:
+never high, whatever it weighs. The thresholds are fitted by eval/calibrate.py on
+dev, its leave-one-out variants and eval/dev_contrast.jsonl (contrast twins and paraphrases).
+Hand-written: no library checks a question's constraints against retrieved passages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+
+import numpy as np
+
+from rag.common.text import ASKS_FOR_CODE, CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
+from rag.index.vocabulary import Vocabulary
+from rag.query.words import name_like, question_phrases
+
+
+@dataclass(frozen=True)
+class ConstraintCheck:
+    """One constraint of a question, against the papers that answer it."""
+
+    phrase: str  # as the question words it
+    missing: tuple[str, ...]  # its words no answering paper holds (none: found by its words)
+    weight: float  # the IDF weight of those words, as a share of the whole question's
+    similarity: float  # its best cosine with a sentence of the answering papers (1.0 when found by words)
+
+    # What is missing is another thing than the papers', not other words for theirs: a name
+    # ("AudioMAE"), or a modifier of a thing they hold ("adaptive-noise" where they say
+    # "fixed-noise"). Never matched softly; the answer is never high.
+    other: bool = False
+
+    def found(self, soft_above: float) -> bool:
+        return not self.missing or (not self.other and self.similarity >= soft_above)
+
+    @property
+    def named(self) -> str:
+        """What a low answer says is not found: the constraint's words from its first missing one
+        to its last ("image" of "AI-generated image watermarks" -> "image"), whole when short."""
+        words = self.phrase.split()
+        if len(words) <= 3:
+            return self.phrase
+        at = [i for i, word in enumerate(words) if word in self.missing]
+        return " ".join(words[at[0] : at[-1] + 1]) if at else self.phrase
+
+
+# A figure with its unit ("70B", "1.8B", "10x", "5-second"), alone or a part of a hyphenated word
+# ("Qwen2.5-72B"): a paper that does not give it studies another scale, not the asked one in other words.
+_QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
+
+# An adverb of manner or degree ("strongly", "weakly", "temporally"), of five letters or more ("only"
+# is not); `degree_adverb` in `check` leaves out the nouns in -ly.
+_ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
+
+_ONLY = re.compile(r"\bonly\s+([A-Za-z][\w-]*)", re.I)
+
+Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
+
+
+def check(
+    constraints: Sequence[str],
+    question: str,
+    paper_ids: list[str],
+    vocabulary: Vocabulary,
+    sentence_vectors: np.ndarray,
+    embed: Embed,
+    naming: frozenset[str] | set[str] = frozenset(),
+    texts: Sequence[str] = (),
+    term_uses: int = 2,
+    framing: Callable[[], Collection[str]] = frozenset,
+) -> list[ConstraintCheck]:
+    """Each constraint, found by words, aliases or softly in the papers `paper_ids` (whose
+    sentences' unit vectors are the rows of `sentence_vectors`). `naming`: the stems of the paper
+    names the question uses; they pick the paper, not what is asked of it, and weigh nothing.
+    `framing`: the question's words that only say how it is asked (rag/query/analysis.py's
+    `framing_words`), never missing; called only when a word is."""
+
+    def weigh(words) -> float:
+        return vocabulary.idf.total(stem for word in words for stem in stems(word) - naming)
+
+    total = weigh(word for run in question_phrases(question) for word in run)
+
+    # The papers' sentences as words, read only for a question that needs them (most never do).
+    written = cache(lambda: [HYPHENATED_WORD.findall(text.lower()) for text in texts])
+
+    def other(word: str) -> bool:
+        """A name, a figure, or a hyphenated modifier of a word the papers hold, swapped: one they
+        write with another ("one-step" where they write "multi-step") or never write ("multi-step"
+        where they hold "step" but not "multi"). A hyphenated word whose every part they hold, and
+        whose head they write with no other modifier, is their words put together another way
+        ("watermark-removal", "graph-Laplacian" for "state-graph Laplacian")."""
+        parts = word.strip("-").split("-")
+        if name_like(f"x {word}") or any(map(_QUANTITY.fullmatch, [word, *parts])):
+            return True
+        if len(parts) < 2 or not vocabulary.found(parts[-1], paper_ids):
+            return False
+        lowered, head = word.lower(), f"-{parts[-1].lower()}"
+        return not all(vocabulary.found(part, paper_ids) for part in parts[:-1]) or any(
+            token.endswith(head) and token != lowered for tokens in written() for token in tokens
+        )
+
+    framed = cache(framing)
+    stem_of = cache(lambda word: frozenset(stems(word)))
+
+    def another_head(words: list[str], missing: tuple[str, ...]) -> bool:
+        """A missing word after a hyphenated modifier the papers write before another word
+        ("AI-generated images" where they say "AI-generated text"): another thing of that kind,
+        as a missing modifier of a word they hold is."""
+        asked = [
+            (before.lower(), w.lower())
+            for before, w in zip(words, words[1:], strict=False)
+            if w in missing and "-" in before.strip("-") and before not in missing
+        ]
+        return any(
+            first == before and then != w
+            for before, w in asked
+            for tokens in written()
+            for first, then in zip(tokens, tokens[1:], strict=False)
+        )
+
+    def another_modifier(words: list[str], missing: tuple[str, ...]) -> bool:
+        """A missing word before words the papers write, `term_uses` times or more, after one
+        other modifier ("continuous neural samplers" where they say "discrete neural samplers"):
+        a swapped modifier of their term, not other words for it. A word in -ing acts on what
+        follows ("avoiding forgetting"), it does not modify it, and a used-once pairing is prose."""
+        lowered = [w.lower() for w in words]
+        gone = {w.lower() for w in missing}
+        for at, word in enumerate(lowered[:-1]):
+            if word not in gone or lowered[at + 1] in gone or "-" in word or word.endswith("ing"):
+                continue
+            # the word modified, and the next one when the phrase goes on
+            term = [stem for stem in map(stem_of, lowered[at + 1 : at + 3]) if stem]
+            uses: Counter[str] = Counter(
+                tokens[i]
+                for tokens in written()
+                for i in range(len(tokens) - len(term))
+                if tokens[i] != word
+                and tokens[i] not in STOPWORDS
+                and all(stem_of(tokens[i + 1 + j]) == t for j, t in enumerate(term))
+            )
+            if uses and max(uses.values()) >= term_uses:
+                return True
+        return False
+
+    def unsaid_degree(words: list[str], missing: tuple[str, ...]) -> tuple[str, ...]:
+        """Adverbs the question puts on a word the papers hold, found only as another word of their
+        stem ("strongly convex" where they write "convex" and, elsewhere, "strong guarantees"):
+        another kind of the thing, as a swapped modifier is. Adjacent by stems ("strong convexity")
+        is the same."""
+        out = []
+        for adverb, word in zip(words, words[1:], strict=False) if texts else ():
+            pair = stem_of(adverb.lower()), stem_of(word.lower())
+            if adverb in missing or word in missing or word.lower() in framed() or not all(pair):
+                continue
+            if not degree_adverb(adverb):
+                continue
+            # An adverb they write on other words is the same degree said of a paraphrase of the word
+            # ("temporally localized" for "temporally grounded").
+            if not any((stem_of(first), stem_of(then)) == pair or first == adverb.lower() for first, then in said()):
+                out.append(adverb)
+        return tuple(out)
+
+    said = cache(lambda: [pair for tokens in written() for pair in zip(tokens, tokens[1:], strict=False)])
+    # "only convex (rather than strongly convex)": the word asked bare.
+    bare = {word.lower() for word in _ONLY.findall(question)}
+
+    def only_qualified(word: str) -> bool:
+        """A word the question asks for bare ("only convex") that the papers write only with an
+        adverb of degree before it ("strongly convex"): another kind of the thing."""
+        if word.lower() not in bare or not texts:
+            return False
+        wanted = stem_of(word.lower())
+        before = [first for first, then in said() if stem_of(then) == wanted]
+        return bool(before) and all(map(degree_adverb, before))
+
+    def degree_adverb(word: str) -> bool:
+        """An adverb in -ly, not a noun in -ly (its stem keeps the "li": "anomaly" -> "anomali")."""
+        return bool(_ADVERB.fullmatch(word)) and not any(stem.endswith("li") for stem in stem_of(word.lower()))
+
+    asks_for_code = bool(ASKS_FOR_CODE.search(question))
+
+    def only_where_the_code_is(word: str) -> bool:
+        """A word the papers hold only in the sentence saying where their code is ("code" of "Our code
+        is available"): their implementation, not what they are about (another thing, as "code" to
+        remove watermarks from is), unless the question asks for their code. A framing word ("the
+        papers here") is not asked of them at all."""
+        wanted = stem_of(word.lower())
+        if asks_for_code or not wanted or not any(code_links()):
+            return False
+        holding = [link for link, held in zip(code_links(), sentence_stems(), strict=True) if wanted <= held]
+        return bool(holding) and all(holding) and word.lower() not in framed()
+
+    code_links = cache(lambda: [CODE_LINK.search(text) is not None for text in texts])
+    sentence_stems = cache(lambda: [frozenset(s for token in tokens for s in stem_of(token)) for tokens in written()])
+
+    checks: list[tuple[str, tuple[str, ...], float, bool]] = []
+    for phrase in constraints:
+        words = [w for run in question_phrases(phrase) for w in run]
+        aliased = vocabulary.aliased(phrase, paper_ids)
+        missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
+        missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
+        another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
+        # Words found, but as another kind of the thing: never high.
+        code_only = tuple(w for w in words if w not in missing and only_where_the_code_is(w))
+        found = [w for w in words if w not in missing + code_only]
+        if kind := (*code_only, *unsaid_degree(words, missing + code_only), *filter(only_qualified, found)):
+            missing, another = missing + kind, True
+        checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
+    unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
+    similarity: dict[str, float] = {}
+    if unfound and len(sentence_vectors):
+        similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
+    return [
+        ConstraintCheck(phrase, missing, weight, similarity.get(phrase, 0.0) if missing else 1.0, another)
+        for phrase, missing, weight, another in checks
+    ]
+
+
+def either(
+    checks: Sequence[ConstraintCheck], alternatives: Sequence[Sequence[str]], soft_above: float
+) -> list[ConstraintCheck]:
+    """The checks with every item of an "X, Y or Z" found when one of them is: any one will do."""
+    met = {
+        phrase
+        for group in alternatives
+        if any(c.phrase in group and c.found(soft_above) for c in checks)
+        for phrase in group
+    }
+    return [replace(c, missing=(), weight=0.0, similarity=1.0) if c.phrase in met else c for c in checks]
+
+
+def support(best: float, checks: Sequence[ConstraintCheck], high_above: float, soft_above: float) -> float:
+    """How much of the question the answering papers hold, the score `high` is decided on
+    (high above 1 - missing_below): 1 when every constraint is found; 0 when what is missing is
+    another thing (`ConstraintCheck.other`), whatever it weighs, or the best paper's probability
+    is under `high_above`; else 1 - the weight of the constraints not found."""
+    unfound = [c for c in checks if not c.found(soft_above)]
+    if not unfound:
+        return 1.0
+    if best < high_above or any(c.other for c in unfound):
+        return 0.0
+    return 1.0 - sum(c.weight for c in unfound)
+
+
+def heaviest_unfound(checks: Sequence[ConstraintCheck], soft_above: float) -> ConstraintCheck | None:
+    """The constraint a low answer names: the weightiest not found."""
+    return max((c for c in checks if not c.found(soft_above)), key=lambda c: c.weight, default=None)
