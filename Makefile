@@ -84,20 +84,20 @@ lint: $(VENV)/.installed-dev
 SIZES ?= 10000,100000
 bench: $(VENV)/.installed-test index
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=/usr/bin/wrk=wrk
-	$(BIN)/python bench/service.py
-	$(BIN)/python bench/profile_service.py --index-dir index
-	$(BIN)/python bench/faiss_scale.py --sizes $(SIZES)
-	$(BIN)/python bench/reliability.py
-	$(BIN)/python bench/scale.py
+	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.profile_service --index-dir index
+	$(BIN)/python -m bench.faiss_scale --sizes $(SIZES)
+	$(BIN)/python -m bench.reliability
+	$(BIN)/python -m bench.scale
 
 # The evaluation with an LLM answering (llama.cpp + SmolLM2-135M, a subset of dev and test).
 eval-llm: $(VENV)/.installed-test index
-	$(BIN)/python eval/llm.py
+	$(BIN)/python -m eval.llm
 
 # A real Open WebUI 0.12.4 against the service, driven in Chromium (its venv, about 3 GB, is made in
 # ~/.cache once: too heavy for the test extra); about 1.5 minutes a run. OWUI_VENV=DIR to reuse one.
 chat-ui-check: $(VENV)/.installed-test index
-	$(BIN)/python bench/chat_ui_check.py $(if $(OWUI_VENV),--owui-venv $(OWUI_VENV))
+	$(BIN)/python -m bench.chat_ui_check $(if $(OWUI_VENV),--owui-venv $(OWUI_VENV))
 
 # The long versions of two tests that `make test` runs briefly.
 fuzz: $(VENV)/.installed-test

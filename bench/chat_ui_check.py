@@ -1,6 +1,6 @@
 """End-to-end check with a real Open WebUI: does the service work in a chat UI in ordinary use?
 
-    .venv/bin/python bench/chat_ui_check.py [--owui-venv DIR] [--turns N] [--keep]
+    .venv/bin/python -m bench.chat_ui_check [--owui-venv DIR] [--turns N] [--keep]
 
 1. Creates the Open WebUI venv when missing (default ~/.cache/icml-rag/open-webui-venv:
    torch==2.13.0 first, this machine's CPU build, then open-webui==0.12.4); an existing venv

@@ -37,9 +37,9 @@ recommendation: the lowest-p50 configuration with recall@10 >= 0.95.
 
 Run from the project root:
 
-    .venv/bin/python bench/faiss_scale.py [--sizes 10000,100000,1000000] [--queries 200]
-    .venv/bin/python bench/faiss_scale.py --quick                 # smoke test, ~15 s
-    .venv/bin/python bench/faiss_scale.py --sizes 1000000 --indexes flat,hnsw,ivf
+    .venv/bin/python -m bench.faiss_scale [--sizes 10000,100000,1000000] [--queries 200]
+    .venv/bin/python -m bench.faiss_scale --quick                 # smoke test, ~15 s
+    .venv/bin/python -m bench.faiss_scale --sizes 1000000 --indexes flat,hnsw,ivf
 
 Encoding all ~600 sentences takes ~15 s on 2 cores, so --quick encodes every 4th one only.
 At 1M vectors the corpus takes 1.5 GB and each index about as much again; HNSW construction

@@ -12,8 +12,8 @@ profiler outside the process, so the service runs unmodified):
 Shares are of the samples where a thread was running (py-spy drops idle threads), so they
 show what uses the CPU, not what waits.
 
-    .venv/bin/python bench/profile_service.py            # about 1.5 minutes with a built index
-    .venv/bin/python bench/profile_service.py --seconds 5
+    .venv/bin/python -m bench.profile_service            # about 1.5 minutes with a built index
+    .venv/bin/python -m bench.profile_service --seconds 5
 
 Prints the tables and writes bench/results/profile.json plus the raw collapsed stacks
 (bench/results/profile-*.txt, loadable in speedscope or flamegraph.pl).
@@ -34,9 +34,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from service import ROOT, Served, free_port, httpx, load_python, load_wrk  # noqa: E402
+from bench.service import ROOT, Served, free_port, httpx, load_python, load_wrk
 
 # The deepest module being imported names the cost: torch inside transformers is torch's.
 IMPORT_LABELS = {

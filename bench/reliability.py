@@ -9,7 +9,7 @@
   (uvicorn, as `rag serve` runs it): seconds from process start to /health 200;
 * papers lost and duplicated after each kill and a retried add.
 
-    .venv/bin/python bench/reliability.py      # about 15 minutes on 2 cores (--grown 0: 6)
+    .venv/bin/python -m bench.reliability      # about 15 minutes on 2 cores (--grown 0: 6)
 
 Prints a table and writes bench/results/reliability.json.
 """
@@ -29,13 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
+from bench.corpora import synthetic_abstracts, write_seed_file
+from rag.index.corpus import load_corpus, paper_id_for, read_seed_file
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import httpx  # noqa: E402
-from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
-
-from rag.index.corpus import load_corpus, paper_id_for, read_seed_file  # noqa: E402
 
 STAGES = ["seed-written", "embedding", "writing", "before-publish", "after-publish"]
 

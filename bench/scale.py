@@ -16,7 +16,7 @@ Their vectors at 20,000 come from the seed sentences' (a chunk's vector is the n
 of its sentences'): real vectors of this model for the distribution that matters to search
 latency, without an hour of embedding. The Ray figures embed for real.
 
-    .venv/bin/python bench/scale.py            # about 10 minutes on 2 cores
+    .venv/bin/python -m bench.scale            # about 10 minutes on 2 cores
 
 Prints a table and writes bench/results/scale.json.
 """
@@ -35,21 +35,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+import numpy as np
+
+from bench.corpora import synthetic_abstracts, write_seed_file
+from bench.serving import MilvusServer, Served, env_of, milvus_from
+from rag.common.settings import Settings
+from rag.index.chunking import split_sentences
+from rag.index.corpus import build_corpus, load_corpus
+from rag.index.embedding import QUERY_ENCODER
+from rag.index.stores.base import KnownVectors
+from rag.index.stores.faiss import build_index, load_index
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
-from corpora import synthetic_abstracts, write_seed_file  # noqa: E402
-from serving import MilvusServer, Served, env_of, milvus_from  # noqa: E402
-
-from rag.common.settings import Settings  # noqa: E402
-from rag.index.chunking import split_sentences  # noqa: E402
-from rag.index.corpus import build_corpus, load_corpus  # noqa: E402
-from rag.index.embedding import QUERY_ENCODER  # noqa: E402
-from rag.index.stores.base import KnownVectors  # noqa: E402
-from rag.index.stores.faiss import build_index, load_index  # noqa: E402
-
 SEEDS = ROOT / "seeds"
 
 
@@ -322,8 +320,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.explore:
-        import scale_explore
-        import scale_search
+        from bench import scale_explore, scale_search
 
         results = scale_explore.run(args.papers, args.rounds, args.seed_index, search=args.search)
         out = args.out or ROOT / "bench" / "results" / f"scale-explore-{args.papers}.json"
@@ -333,7 +330,7 @@ def main() -> None:
             scale_search.report(results)
         return
     if args.search:
-        import scale_search
+        from bench import scale_search
 
         results = scale_search.run(args.papers, args.rounds, not args.no_milvus, args.seed_index)
         out = args.out or ROOT / "bench" / "results" / f"scale-search-{args.papers}.json"

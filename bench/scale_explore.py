@@ -1,4 +1,4 @@
-"""The map and the similar papers at a corpus size a laptop can build: `bench/scale.py --explore --papers N`.
+"""The map and the similar papers at a corpus size a laptop can build: `python -m bench.scale --explore --papers N`.
 
 The synthetic papers of bench/scale_search.py (seed sentences with perturbed real vectors, no
 model run) are built in a process of its own: its seconds and peak RSS, and the seconds of its
@@ -96,9 +96,9 @@ def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dic
     import shutil
     import tempfile
 
-    import scale_search
-    from scale import Served, env_of
-    from scale_search import build, du_mb, spawned
+    from bench import scale_search
+    from bench.scale import Served, env_of
+    from bench.scale_search import build, du_mb, spawned
 
     questions = scale_search.english_dev_questions() if search else []
 

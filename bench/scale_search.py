@@ -1,4 +1,4 @@
-"""/search at a corpus size a laptop can build: `bench/scale.py --papers N --search`.
+"""/search at a corpus size a laptop can build: `python -m bench.scale --papers N --search`.
 
 N synthetic papers are made of the seed abstracts' sentences (5-9 each, random.Random(2026)),
 every paper name in them suffixed with the paper's number so that names stay unique as in a
@@ -21,21 +21,19 @@ import multiprocessing
 import random
 import re
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from rag.common.settings import Settings
+from rag.common.text import is_cjk
+from rag.evaluation.runs import SPLITS
+from rag.index.chunking import split_sentences
+from rag.index.corpus import load_corpus, paper_id_for
+from rag.index.stores.base import KnownVectors
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from rag.common.settings import Settings  # noqa: E402
-from rag.common.text import is_cjk  # noqa: E402
-from rag.index.chunking import split_sentences  # noqa: E402
-from rag.index.corpus import load_corpus, paper_id_for  # noqa: E402
-from rag.index.stores.base import KnownVectors  # noqa: E402
-
 SEEDS = ROOT / "seeds"
 NOISE = 0.025  # per dimension: |noise| ~ 0.49 against unit vectors, cosine ~ 0.9 to the original
 
@@ -109,7 +107,7 @@ def _build(index_dir: str, seeds_dir: str, papers: int, seed_index: str, out: st
     settings = Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False)
     if papers:
         made = synthetic_papers(papers, texts)
-        from corpora import write_seed_file
+        from bench.corpora import write_seed_file
 
         write_seed_file(Path(seeds_dir), [text for text, _ in made])
         remote = PerturbedVectors(made, vectors, NOISE)
@@ -129,7 +127,7 @@ def _build(index_dir: str, seeds_dir: str, papers: int, seed_index: str, out: st
 def _write_milvus(index_dir: str, seeds_dir: str, uri: str, collection: str, out: str) -> None:
     """In a process of its own: the FAISS build copied into Milvus, then the seconds and peak RSS
     (the FAISS build it reads included)."""
-    from serving import milvus_from
+    from bench.serving import milvus_from
 
     started = time.perf_counter()
     milvus_from(Settings(index_dir=index_dir, seeds_dir=seeds_dir, multilingual=False), uri, collection)
@@ -166,7 +164,7 @@ def build(work: Path, papers: int, seed_index: Path) -> tuple[Settings, dict]:
 
 
 def english_dev_questions() -> list[str]:
-    rows = [json.loads(line) for line in (ROOT / "eval" / "dev.jsonl").read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in SPLITS["dev"].read_text().splitlines() if line.strip()]
     return [r["question"] for r in rows if not r.get("history") and not is_cjk(r["question"])]
 
 
@@ -193,7 +191,7 @@ def run(papers: int, rounds: int, milvus_too: bool, seed_index: Path = ROOT / "i
     import shutil
     import tempfile
 
-    from serving import MilvusServer, Served, env_of
+    from bench.serving import MilvusServer, Served, env_of
 
     work = Path(tempfile.mkdtemp(prefix="scale-search-"))
     questions = english_dev_questions()

@@ -10,8 +10,8 @@
 * cold start: process start to a healthy /health, with a built index;
 * memory: peak RSS of the serving process.
 
-    .venv/bin/python bench/service.py            # about 4 minutes
-    .venv/bin/python bench/service.py --quick --index-dir index   # a smoke run, about 40 s
+    .venv/bin/python -m bench.service            # about 4 minutes
+    .venv/bin/python -m bench.service --quick --index-dir index   # a smoke run, about 40 s
 
 Prints a table and writes bench/results/service.json.
 """
@@ -35,9 +35,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
+import httpx  # noqa: E402  (after HF_HUB_OFFLINE is set)
 
 QUERIES = [
     "rotary embeddings for vision transformers",
@@ -208,7 +207,9 @@ def bench_dev_mix(client: httpx.Client, passes: int) -> dict:
     """The dev split's questions as the load, every kind (Chinese, follow-ups with their history,
     long paraphrases): /search of each question and /ask with its history, p50 / p95 by kind.
     `passes` 0 (a smoke run): the first question of each kind, once."""
-    questions = [json.loads(line) for line in (ROOT / "eval" / "dev.jsonl").read_text().splitlines() if line]
+    from rag.evaluation.runs import SPLITS
+
+    questions = [json.loads(line) for line in SPLITS["dev"].read_text().splitlines() if line]
     if not passes:
         questions = list({q["type"]: q for q in reversed(questions)}.values())
     by_kind: dict[str, dict[str, list[float]]] = {}

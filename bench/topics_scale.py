@@ -1,5 +1,5 @@
 """The map's topic step alone (rag/index/topics.py `topics_of`) on synthetic paper vectors, in a
-process of its own: `bench/topics_scale.py --papers 100000`.
+process of its own: `python -m bench.topics_scale --papers 100000`.
 
 The vectors are clustered like papers: a mixture of `--centres` Gaussian centres in 384 d, each
 paper its centre plus noise (cosine to its centre about 0.6), made unit. Prints the wall time,
@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from rag.common.settings import Settings  # noqa: E402
-from rag.index.topics import topics_of  # noqa: E402
+from rag.common.settings import Settings
+from rag.index.topics import topics_of
 
 DIMENSIONS = 384
 NOISE = 0.07  # per dimension: a paper's cosine to its centre about 0.6

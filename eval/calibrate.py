@@ -23,8 +23,6 @@ do (for the weights already in the settings). Prints the settings to put in rag/
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
@@ -32,14 +30,15 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from rag.assistant import Assistant
+from rag.common.settings import PROJECT_ROOT, Settings, SeveralWeights
 
-from rag.assistant import Assistant  # noqa: E402
-from rag.common.settings import PROJECT_ROOT, Settings, SeveralWeights  # noqa: E402
-from rag.evaluation.runs import SPLITS, leave_one_out, load_questions  # noqa: E402
-from rag.index.stores import load_index  # noqa: E402
-from rag.judge.constraints import support  # noqa: E402
-from rag.judge.evidence import FEATURES, SEVERAL_FEATURES, several_features  # noqa: E402
+# Every split file of eval/data by name (dev and the dev-side files the tuning reads).
+from rag.evaluation.runs import DATA_FILES as SPLITS
+from rag.evaluation.runs import leave_one_out, load_questions
+from rag.index.stores import load_index
+from rag.judge.constraints import support
+from rag.judge.evidence import FEATURES, SEVERAL_FEATURES, several_features
 
 FALSE_ABSTENTION = 0.03  # the ceiling on abstaining on an answerable question
 PRECISION_OF_HIGH = 0.95  # the floor on the share of confident answers that cite a gold paper

@@ -4,7 +4,7 @@ exactly one constraint to something its paper does not say and no abstract of th
 The data the "is every constraint of the question found in the cited abstract?" decision is
 fitted on: an original and its twin differ in one word or phrase, so a rule that tells them
 apart has seen the constraint. Hand-written paraphrases of the originals (other words, same
-meaning: eval/dev_paraphrases.jsonl) stand beside them, so that calling every unfamiliar word
+meaning: eval/data/dev_paraphrases.jsonl) stand beside them, so that calling every unfamiliar word
 missing does not win.
 
 How a twin is made. `GROUPS` holds the contrast groups, general vocabulary of the field written
@@ -21,7 +21,7 @@ The file holds each original used (id "dc-" + its dev id), its twins (`contrast_
 original's id in the file, `change`: "modality: video -> audio") and its paraphrases
 (`paraphrase_of`, likewise).
 
-    python -m eval.contrast      # writes eval/dev_contrast.jsonl and prints counts per change group
+    python -m eval.contrast      # writes eval/data/dev_contrast.jsonl and prints counts per change group
 
 Hand-written: no library makes minimal-pair questions from a vocabulary of the field.
 """
@@ -44,9 +44,9 @@ from rag.index.corpus import Corpus, Paper, load_corpus
 from rag.query.analysis import analyse
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV = ROOT / "eval" / "dev.jsonl"
-PARAPHRASES = ROOT / "eval" / "dev_paraphrases.jsonl"
-OUT = ROOT / "eval" / "dev_contrast.jsonl"
+DEV = ROOT / "eval" / "data" / "dev.jsonl"
+PARAPHRASES = ROOT / "eval" / "data" / "dev_paraphrases.jsonl"
+OUT = ROOT / "eval" / "data" / "dev_contrast.jsonl"
 # A question's word is distinctive when at most this share of the abstracts holds it ("model",
 # "learning" and "LLM" say nothing about which paper answers).
 DISTINCTIVE_SHARE = 0.2

@@ -25,9 +25,9 @@ abstention, with and without the judge.
 Not in the answer path: on dev it moved neither the AUC nor the recall at 3 % false
 abstention (docs/evaluation.md, "A judge trained on the corpus").
 
-    .venv/bin/python eval/judge.py toy --lr 1e-4 --budget 200   # the loop on an easy task: its loss must fall
-    .venv/bin/python eval/judge.py pairs      # counts and examples of the training pairs
-    .venv/bin/python eval/judge.py measure    # about 2 x the budget (420 s), plus 5 minutes
+    .venv/bin/python -m eval.judge toy --lr 1e-4 --budget 200   # the loop on an easy task: its loss must fall
+    .venv/bin/python -m eval.judge pairs      # counts and examples of the training pairs
+    .venv/bin/python -m eval.judge measure    # about 2 x the budget (420 s), plus 5 minutes
 """
 
 from __future__ import annotations
@@ -36,19 +36,15 @@ import argparse
 import math
 import random
 import re
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from rag.common.text import STOPWORDS, stems  # noqa: E402
-from rag.index.chunking import split_sentences  # noqa: E402
-from rag.index.corpus import Paper  # noqa: E402
-from rag.query.words import question_phrases  # noqa: E402
+from rag.common.text import STOPWORDS, stems
+from rag.index.chunking import split_sentences
+from rag.index.corpus import Paper
+from rag.query.words import question_phrases
 
 PREMISE_SENTENCES = 2  # the paper's sentences closest to the hypothesis that the judge reads
 MAX_TOKENS = 192  # question and premise together, in word pieces
@@ -358,7 +354,7 @@ def show_pairs(args) -> None:
 def evidence_rows(settings):
     """eval/calibrate.py's examples, with the premise the judge would read for each: the
     paper's PREMISE_SENTENCES closest to the question, in the abstract's order."""
-    from calibrate import examples
+    from eval.calibrate import examples
 
     rows = examples(settings)
     asked = []
@@ -371,7 +367,7 @@ def evidence_rows(settings):
 
 def recall_at_3(rows, predicted) -> tuple[float, float, float]:
     """answer_above at 3 % false abstention, and the written off-corpus and leave-one-out recall there."""
-    from calibrate import abstained, threshold_for
+    from eval.calibrate import abstained, threshold_for
 
     threshold = threshold_for(rows, predicted)
     share = abstained(rows, predicted, threshold)
@@ -379,8 +375,7 @@ def recall_at_3(rows, predicted) -> tuple[float, float, float]:
 
 
 def measure(args) -> None:
-    from calibrate import fit
-
+    from eval.calibrate import fit
     from rag.common.settings import Settings
 
     index, encoder = corpus_and_encoder()
@@ -427,7 +422,6 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(2)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["toy", "pairs", "measure"])
     parser.add_argument("--budget", type=float, default=420.0, help="seconds of training per judge")

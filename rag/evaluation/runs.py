@@ -37,10 +37,16 @@ QUESTION_TYPES = (
     "standalone",
 )
 SYSTEMS = ("bm25", "dense", "hybrid")
+EVAL_DATA = PROJECT_ROOT / "eval" / "data"  # every question split, one .jsonl file each
+# The splits `rag eval` runs: dev to tune on, test (since used to choose: a second dev) and the
+# held-out ones, test2 on.
 SPLITS = {
-    name: PROJECT_ROOT / "eval" / f"{name}.jsonl"
+    name: EVAL_DATA / f"{name}.jsonl"
     for name in ("dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6")
 }
+# Every split file by name, those above and the dev-side ones only the eval scripts read
+# (dev_contrast, dev_overview, dev_paraphrases, dev_summaries).
+DATA_FILES = {path.stem: path for path in sorted(EVAL_DATA.glob("*.jsonl"))}
 LOO_SPLIT = "dev-loo"
 DEFAULT_THRESHOLDS = PROJECT_ROOT / "eval" / "thresholds.toml"
 DEFAULT_REPORTS = PROJECT_ROOT / "eval" / "reports"
