@@ -14,15 +14,18 @@ Then `high_above`, `missing_below` and `soft_above`, which split answers into hi
 confidence (rag/judge/constraints.py): the triple under which the most answerable questions of the
 tuning splits (dev, its leave-one-out variants, eval/dev_contrast.jsonl's contrast twins and
 paraphrases) get a high answer citing a gold paper while at least 95 % of the high answers
-do (for the weights already in the settings). Prints the settings to put in rag/common/settings.py.
+do (for the weights already in the settings). Prints what it fits and how it does; with --write,
+writes them, with that record, to rag/common/fitted_weights.toml (or FILE), which the settings read.
 
     .venv/bin/python eval/calibrate.py [SPLITS]   # tuning splits for the confidence, default dev,dev_contrast
     .venv/bin/python eval/calibrate.py --every 3  # every third question of each: a quick run of the script
+    .venv/bin/python eval/calibrate.py --write    # ...and adopt the fit: the settings' defaults from now on
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
@@ -31,7 +34,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
 from rag.assistant import Assistant
-from rag.common.settings import PROJECT_ROOT, Settings, SeveralWeights
+from rag.common.settings import PROJECT_ROOT, Settings
+from rag.common.weights import FITTED_WEIGHTS, EvidenceSettings, EvidenceWeights, fit_record, write_fitted
 
 # Every split file of eval/data by name (dev and the dev-side files the tuning reads).
 from rag.evaluation.runs import DATA_FILES as SPLITS
@@ -211,7 +215,7 @@ def abstained(rows: list[dict], predicted: np.ndarray, threshold: float) -> dict
     }
 
 
-def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
+def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> dict[str, float | int]:
     share = abstained(rows, predicted, threshold)
     (answerable, a), (written, w), (loo, n) = share["answerable"], share["written"], share["loo"]
     print(
@@ -220,20 +224,36 @@ def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> None:
         f"abstention recall: written off-corpus {written:.3f} ({w}), "
         f"leave-one-out {loo:.3f} ({n})"
     )
+    return {
+        "examples": len(rows),
+        "false_abstention": round(answerable, 3),
+        "abstained_written_off_corpus": round(written, 3),
+        "abstained_leave_one_out": round(loo, 3),
+        "answerable": a,
+        "written_off_corpus": w,
+        "leave_one_out": n,
+    }
 
 
-def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -> None:
+def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -> dict[str, float | int]:
     """Cross-validated citation precision and recall of the papers `several` would cite
     (the best paper always is), as `rag eval` counts them on several-papers questions."""
     cited = [p >= cite_above or r["best"] for r, p in zip(rows, predicted, strict=True)]
     right = sum(c and r["gold"] for r, c in zip(rows, cited, strict=True))
     questions = {r["question"]: r["gold_count"] for r in rows}
     found = {q: sum(c and r["gold"] for r, c in zip(rows, cited, strict=True) if r["question"] == q) for q in questions}
-    recall = np.mean([found[q] / questions[q] for q in questions])
+    recall = float(np.mean([found[q] / questions[q] for q in questions]))
+    precision = right / max(1, sum(cited))
     print(
-        f"  cross-validated, cite_above {cite_above}: citation precision {right / max(1, sum(cited)):.3f}, "
+        f"  cross-validated, cite_above {cite_above}: citation precision {precision:.3f}, "
         f"recall {recall:.3f} ({len(questions)} questions)"
     )
+    return {
+        "questions": len(questions),
+        "cite_above": cite_above,
+        "citation_precision": round(precision, 3),
+        "recall": round(recall, 3),
+    }
 
 
 def confidence_examples(settings: Settings, splits: list[str], every: int = 1) -> list[dict]:
@@ -284,47 +304,74 @@ def confidence_thresholds(rows: list[dict]) -> tuple[float, float, float, float,
     return best
 
 
+def fitted_weights(model: RawLogistic, names: tuple[str, ...]) -> dict[str, float]:
+    """A fitted model's bias and weights, to two decimals as the settings have always held them."""
+    return {
+        "bias": round(model.intercept, 2),
+        **{n: round(float(w), 2) for n, w in zip(names, model.coef, strict=True)},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Fit the evidence weights and confidence thresholds on dev.")
     parser.add_argument("splits", nargs="?", default="dev,dev_contrast", help="tuning splits for the confidence")
     parser.add_argument("--every", type=int, default=1, help="read every Nth question of each (a quick run)")
+    parser.add_argument(
+        "--write",
+        nargs="?",
+        const=FITTED_WEIGHTS,
+        type=Path,
+        metavar="FILE",
+        help=f"write the fitted weights and their record to FILE (default {FITTED_WEIGHTS.relative_to(PROJECT_ROOT)}, "
+        "which the settings read); without it, only print them",
+    )
     args = parser.parse_args()
     splits = args.splits.split(",")
     settings = Settings(generator="extractive")
+    current = settings.evidence
     high_above, missing_below, soft_above, precision, coverage = confidence_thresholds(
         confidence_examples(settings, splits, args.every)
     )
     rows = examples(settings, args.every)
-    print(
-        "EvidenceSettings for rag/common/settings.py"
-        " (cite_share and standalone_margin are chosen with `rag eval --split dev`):"
-    )
+    print("The evidence weights (cite_share and standalone_margin are chosen with `rag eval --split dev`):")
+    loo = ["dev", "dev leave-one-out"]
+    fitted: dict[str, EvidenceWeights] = {}
+    record = {}
     for family in ("english", "multilingual"):
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
         model, predicted = fit(subset, family, strength=1.0, signs=tuple(EVIDENCE_SIGNS[f] for f in FEATURES))
         threshold = threshold_for(subset, predicted)
-        report(subset, predicted, threshold)
-        weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(FEATURES, model.coef, strict=True))
+        figures = report(subset, predicted, threshold)
+        weights = {**fitted_weights(model, FEATURES), "answer_above": round(threshold, 2)}
         # Another script's words cannot be looked up in English abstracts: the probability alone
         # decides, at the high_above chosen on dev's questions in other scripts (kept as set).
-        confident = (
-            f"high_above={high_above:.2f}, missing_below={missing_below:.2f}, soft_above={soft_above:.2f}"
-            if family == "english"
-            else f"high_above={settings.evidence.multilingual.high_above:.2f}, missing_below=1.00"
-        )
-        print(
-            f"  {family} = EvidenceWeights(bias={model.intercept:.2f}, {weights}, "
-            f"answer_above={threshold:.2f}, {confident})"
-        )
+        if family == "english":
+            weights |= {"high_above": high_above, "missing_below": missing_below, "soft_above": soft_above}
+        fitted[family] = getattr(current, family).model_copy(update=weights)
+        print(f"  {family}: " + ", ".join(f"{name} {value}" for name, value in weights.items()))
+        record[family] = fit_record(loo, every=args.every, **figures)
     print(
         f"  confidence on {'+'.join(splits)} (the weights in the settings): precision of high {precision:.3f}, "
         f"coverage (answerable answered high citing a gold paper) {coverage:.3f}"
     )
+    record["confidence"] = fit_record(
+        [part for split in splits for part in (loo if split == "dev" else [split])],
+        every=args.every,
+        precision_of_high_at_least=PRECISION_OF_HIGH,
+        precision_of_high=round(precision, 3),
+        coverage=round(coverage, 3),
+    )
     several = several_examples(settings, args.every)
     model, predicted = fit(several, "several papers", strength=1.0, features="sx")
-    report_several(several, predicted, SeveralWeights.model_fields["cite_above"].default)
-    weights = ", ".join(f"{name}={weight:.2f}" for name, weight in zip(SEVERAL_FEATURES, model.coef, strict=True))
-    print(f"  several = SeveralWeights(bias={model.intercept:.2f}, {weights})")
+    record["several"] = fit_record(
+        ["dev"], every=args.every, **report_several(several, predicted, current.several.cite_above)
+    )
+    weights = fitted_weights(model, SEVERAL_FEATURES)
+    print("  several: " + ", ".join(f"{name} {value}" for name, value in weights.items()))
+    if args.write:
+        evidence = current.model_copy(update={**fitted, "several": current.several.model_copy(update=weights)})
+        write_fitted(args.write, EvidenceSettings.model_validate(evidence.model_dump()), record)
+        print(f"written to {args.write}")
 
 
 if __name__ == "__main__":

@@ -266,13 +266,14 @@ def test_rag_eval_command_and_its_gate(tmp_path, index_dir):
     assert bad.returncode == 2 and "usage: rag eval" in bad.stderr
 
 
-def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_dir):
-    from rag.common.settings import EvidenceWeights, SeveralWeights
+def test_calibrate_fits_the_evidence_weights_on_dev_and_writes_them(index_dir, tmp_path):
+    from rag.common.weights import read_fitted
 
     env = {**os.environ, "RAG_INDEX_DIR": str(index_dir), "RAG_SEEDS_DIR": str(SEEDS)}
+    written = tmp_path / "fitted_weights.toml"
     out = subprocess.run(
-        # Every third question: the script runs and prints valid settings (the fit reads all of dev).
-        [sys.executable, "-m", "eval.calibrate", "--every", "3"],
+        # Every third question: the script runs and writes valid settings (the fit reads all of dev).
+        [sys.executable, "-m", "eval.calibrate", "--every", "3", "--write", str(written)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -280,15 +281,12 @@ def test_calibrate_fits_the_evidence_weights_on_dev_and_prints_settings(index_di
         timeout=600,
     )
     assert out.returncode == 0, out.stderr
-    for family in ("english", "multilingual"):
-        line = next(s for s in out.stdout.splitlines() if s.strip().startswith(f"{family} = EvidenceWeights("))
-        fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
-        EvidenceWeights(
-            **{k: float(v) for k, v in fields.items()}, cite_share=0.5, standalone_margin=0.1
-        )  # valid settings
     assert "cross-validated, answer_above" in out.stdout and "leave-one-out" in out.stdout
-    line = next(s for s in out.stdout.splitlines() if s.strip().startswith("several = SeveralWeights("))
-    fields = dict(kv.split("=") for kv in line.split("(", 1)[1].rstrip(")").split(", "))
-    SeveralWeights(**{k: float(v) for k, v in fields.items()})
-    cite_above = Settings().evidence.several.cite_above
+    evidence = read_fitted(written)  # valid settings
+    settings = Settings()
+    assert evidence.english.cite_share == settings.evidence.english.cite_share  # chosen by hand: kept
+    assert evidence.several.cite_above == settings.evidence.several.cite_above
+    assert f"bias {evidence.english.bias}" in out.stdout
+    assert "[fit.confidence]" in written.read_text() and "every = 3" in written.read_text()
+    cite_above = settings.evidence.several.cite_above
     assert f"cross-validated, cite_above {cite_above}: citation precision" in out.stdout

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rag.common.settings import load_settings
+
 from .conftest import ROOT, Server, free_port
 
 
@@ -64,7 +66,7 @@ def test_with_text_logs_the_line_is_plain_text(small_service):
     done = serve({**small_service["env"], "RAG_LOG_FORMAT": "text", "RAG_PORT": "0"})
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert " CRITICAL rag.common.settings: invalid configuration: RAG_PORT='0': " in line and "RAG_PORT=8000" in line
+    assert " CRITICAL rag.settings: invalid configuration: RAG_PORT='0': " in line and "RAG_PORT=8000" in line
 
 
 def test_other_commands_say_it_as_a_message(small_service):
@@ -164,3 +166,23 @@ def test_a_plain_feedback_path_is_checked_like_a_folder(small_service, tmp_path)
     settings = load_settings(feedback_db=str(tmp_path / "new" / "feedback.db"))
     assert settings.feedback_url == f"sqlite:///{tmp_path / 'new' / 'feedback.db'}"
     assert not Path(tmp_path / "new").exists()  # checked, not made: the store makes it on first use
+
+
+def test_the_fitted_weights_are_read_from_their_file_and_written_back_the_same(tmp_path):
+    from rag.common.weights import FITTED_WEIGHTS, fit_record, fitted, read_fitted, write_fitted
+
+    packaged = fitted()
+    assert packaged.english.answer_above == 0.11 and packaged.several.at_least == 2
+    assert load_settings().evidence == packaged  # the settings' defaults are the file's
+    record = {"english": fit_record(["dev", "dev leave-one-out"], every=3, false_abstention=0.03)}
+    changed = packaged.model_copy(update={"english": packaged.english.model_copy(update={"bias": -6.123456789})})
+    written = tmp_path / "fitted_weights.toml"
+    write_fitted(written, changed, record)
+    assert read_fitted(written) == changed and read_fitted(written).english.bias == -6.123456789
+    assert 'date = "' in written.read_text() and "[fit.english]" in written.read_text()
+    write_fitted(written, packaged, fit={})
+    assert read_fitted(written) == packaged
+    assert written.read_text().rstrip() == FITTED_WEIGHTS.read_text().split("\n[fit.")[0].rstrip()
+    written.write_text(written.read_text().replace("cite_share = 0.7\n", ""))
+    with pytest.raises(ValueError, match=r"\[english\] must hold"):
+        read_fitted(written)
