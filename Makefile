@@ -74,11 +74,13 @@ test: $(VENV)/.installed-test system-packages
 test-fast: $(VENV)/.installed-test
 	$(PYTEST) -m "not browser and not ray and not llama_cpp"
 
-# Style, lint and types (ruff and mypy, configured in pyproject.toml): .ci/run runs it before the tests.
+# Style, lint, types and the import contract (ruff, mypy and import-linter, configured in
+# pyproject.toml): .ci/run runs it before the tests.
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Every benchmark, a few minutes; FAISS at 1M vectors on demand: make bench SIZES=10000,100000,1000000
 SIZES ?= 10000,100000

@@ -34,7 +34,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.service import ROOT, Served, free_port, httpx, load_python, load_wrk
+import httpx
+
+from bench.service import load_python, load_wrk
+from bench.serving import ROOT, Served, free_port
 
 # The deepest module being imported names the cost: torch inside transformers is torch's.
 IMPORT_LABELS = {

@@ -97,8 +97,8 @@ def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dic
     import tempfile
 
     from bench import scale_search
-    from bench.scale import Served, env_of
     from bench.scale_search import build, du_mb, spawned
+    from bench.serving import Served, env_of
 
     questions = scale_search.english_dev_questions() if search else []
 

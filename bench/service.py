@@ -25,10 +25,8 @@ import os
 import platform
 import re
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +35,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 
 import httpx  # noqa: E402  (after HF_HUB_OFFLINE is set)
+
+from bench.serving import Served  # noqa: E402
 
 QUERIES = [
     "rotary embeddings for vision transformers",
@@ -59,58 +59,6 @@ def pct(values: list[float], q: float) -> float:
 
 def summary(values_ms: list[float]) -> dict:
     return {"p50_ms": round(statistics.median(values_ms), 2), "p95_ms": round(pct(values_ms, 0.95), 2)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Served:
-    """`rag serve` in a subprocess on a free port; records the time to a healthy /health."""
-
-    def __init__(self, env: dict, workers: int = 1):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port), "--workers", str(workers)],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        while True:
-            try:
-                statuses = {
-                    httpx.get(f"{self.url}/health", headers={"Connection": "close"}).status_code
-                    for _ in range(4 * workers)
-                }
-                if statuses == {200}:
-                    break
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.perf_counter() - started > 180:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.05)
-        self.cold_start_s = time.perf_counter() - started
-
-    def peak_rss_mb(self) -> float:
-        """VmHWM of the process and its workers."""
-        pids = [self.proc.pid] + [
-            int(p)
-            for p in subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
-        ]
-        total = 0
-        for pid in pids:
-            status = Path(f"/proc/{pid}/status").read_text()
-            total += int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
-        return total / 1024
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
@@ -294,7 +242,7 @@ def load_python(url: str, seconds: int, connections: int) -> dict:
 def bench_load(env: dict, seconds: int, limit_rps: float) -> dict:
     results = {}
     for workers in (1, 2):
-        served = Served(env, workers)
+        served = Served(env, workers=workers)
         try:
             figures = load_wrk(served.url, seconds, 16) if shutil.which("wrk") else load_python(served.url, seconds, 16)
             figures["share_of_limit"] = round(figures["req_per_s"] / limit_rps, 3)
@@ -329,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         report["ingest"] = bench_ingest(settings, 32 if args.quick else None, args.index_dir is None)
         served = Served(env)
-        report["cold_start_s"] = round(served.cold_start_s, 2)
+        report["cold_start_s"] = round(served.start_s, 2)
         try:
             report["latency"] = bench_latency(settings, served, rounds)
             report["peak_rss_mb_after_latency"] = round(served.peak_rss_mb(), 1)

@@ -1,23 +1,26 @@
-"""What the benchmarks serve and copy, shared by bench/scale.py and bench/scale_search.py: the
-service on a loopback port, a milvus-lite server, and a FAISS build copied into Milvus."""
+"""What the benchmarks serve and copy, shared by bench/service.py, bench/profile_service.py,
+bench/scale.py, bench/scale_search.py and bench/scale_explore.py: the service on a loopback port
+(`Served`), a milvus-lite server, and a FAISS build copied into Milvus. The library is imported
+where it is used, so that importing this module stays light."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
-from rag.common.settings import Settings
-from rag.index.stores.base import KnownVectors
-from rag.index.stores.faiss import load_index
-from rag.index.stores.faiss.build import known_vectors
-from rag.index.stores.milvus import GRPC_OPTIONS
+if TYPE_CHECKING:
+    from rag.common.settings import Settings
+    from rag.index.stores.base import KnownVectors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,47 +51,68 @@ class VectorsOf:
         self.index = index
 
     def vectors(self, nodes, sentences, settings, known, encoder=None) -> KnownVectors:
+        from rag.index.stores.faiss.build import known_vectors
+
         return known_vectors(self.index, nodes, sentences)
 
 
 class Served:
-    """`uvicorn server.app:create_app` on 127.0.0.1 with `env`, until /health answers 200."""
+    """`rag serve` (`python -m server.cli serve`) on a free loopback port with `env` and `workers`
+    processes, until /health answers 200 from each worker; `start_s` is process start to healthy.
+    Its output goes to `log` when one is named, else nowhere."""
 
-    def __init__(self, env: dict, log: Path):
-        self.url = f"http://127.0.0.1:{free_port()}"
+    def __init__(self, env: dict, log: Path | None = None, workers: int = 1, timeout: float = 300):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         started = time.perf_counter()
-        with open(log, "w") as out:
+        with open(log, "w") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
             self.proc = subprocess.Popen(
                 [
                     sys.executable,
                     "-m",
-                    "uvicorn",
-                    "server.app:create_app",
-                    "--factory",
+                    "server.cli",
+                    "serve",
                     "--host",
                     "127.0.0.1",
                     "--port",
-                    self.url.rsplit(":", 1)[1],
-                    "--log-level",
-                    "warning",
+                    str(self.port),
+                    "--workers",
+                    str(workers),
                 ],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 300
         while True:
             try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    self.start_s = time.perf_counter() - started  # process start to healthy
+                # Each worker answers some of these (a new connection each): all of them healthy.
+                statuses = {
+                    httpx.get(f"{self.url}/health", headers={"Connection": "close"}, timeout=2).status_code
+                    for _ in range(4 * workers)
+                }
+                if statuses == {200}:
+                    self.start_s = time.perf_counter() - started
                     return
             except httpx.TransportError:
                 pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+            if self.proc.poll() is not None or time.perf_counter() - started > timeout:
                 self.proc.kill()
-                raise RuntimeError(f"server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
+                told = f":\n{log.read_text()[-3000:]}" if log else ""
+                raise RuntimeError(f"the service did not start{told}")
+            time.sleep(0.05)
+
+    def peak_rss_mb(self) -> float:
+        """VmHWM of the process and its workers."""
+        pids = [self.proc.pid] + [
+            int(p)
+            for p in subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        ]
+        total = 0
+        for pid in pids:
+            status = Path(f"/proc/{pid}/status").read_text()
+            total += int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
+        return total / 1024
 
     def search_p50(
         self, rounds: int, questions: list[str] = QUERIES, warmup: int = 10, timeout: float = 30
@@ -130,6 +154,8 @@ class MilvusServer:
         )
         from pymilvus import MilvusClient
 
+        from rag.index.stores.milvus import GRPC_OPTIONS
+
         for _ in range(300):
             try:
                 probe = MilvusClient(uri=self.uri, timeout=2, grpc_options=GRPC_OPTIONS)
@@ -147,6 +173,7 @@ class MilvusServer:
 
 def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings:
     """The FAISS build of `faiss_settings` copied into Milvus at `uri`, vectors and all (no model runs)."""
+    from rag.index.stores.faiss import load_index
     from rag.index.stores.milvus import writer
 
     source = load_index(faiss_settings)
