@@ -1,8 +1,8 @@
 """Every answer to every eval question, written to one JSON Lines file: run it before and after a
 change that must leave answers as they are, then `cmp` the two files (or `--diff` them).
 
-    python bench/answers.py --out before.jsonl
-    python bench/answers.py --out after.jsonl --diff before.jsonl
+    python -m bench.answers --out before.jsonl
+    python -m bench.answers --out after.jsonl --diff before.jsonl
 
 Each line: split, system, question id, then the answer's text, cited papers, confidence,
 missing phrase, support and the analysed intent. Every split under eval/ is asked (dev's
@@ -35,13 +35,13 @@ def questions() -> dict[str, list[dict]]:
     return splits
 
 
-def dump(out: Path) -> int:
+def dump(out: Path, systems: tuple[str, ...] = SYSTEMS) -> int:
     settings = load_settings()
     index = load_index(settings)
     generator = make_generator(settings, index.lexicon)
     count = 0
     with out.open("w", encoding="utf-8") as f:
-        for system in SYSTEMS:
+        for system in systems:
             system_settings = settings.model_copy(update={"retrieval_mode": system})
             assistant = Assistant(index, system_settings, generator)
             for split, rows in questions().items():
@@ -72,8 +72,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="where the answers are written")
     parser.add_argument("--diff", type=Path, help="an earlier dump: print every answer that differs")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="retrieval systems, comma-separated")
     args = parser.parse_args()
-    count = dump(args.out)
+    count = dump(args.out, tuple(args.systems.split(",")))
     print(f"{count} answers -> {args.out}")
     if args.diff is None:
         return 0

@@ -41,8 +41,9 @@ from rag.common.weights import FITTED_WEIGHTS, EvidenceSettings, EvidenceWeights
 from rag.evaluation.runs import DATA_FILES as SPLITS
 from rag.evaluation.runs import leave_one_out, load_questions
 from rag.index.stores import load_index
-from rag.judge.constraints import support
+from rag.judge.constraints import held_share
 from rag.judge.evidence import FEATURES, SEVERAL_FEATURES, several_features
+from rag.query.analysis import read, read_query
 
 FALSE_ABSTENTION = 0.03  # the ceiling on abstaining on an answerable question
 PRECISION_OF_HIGH = 0.95  # the floor on the share of confident answers that cite a gold paper
@@ -63,8 +64,13 @@ def examples(settings: Settings, every: int = 1):
     rows = []
     for q in dev + leave_one_out(dev):
         assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
-        retrieval = assistant.retrieve(*assistant.condense(q["question"], q["history"]))
-        assessed = assistant.assess(retrieval, q["question"])
+        query, alone = assistant.condense(read(q["question"]), q["history"])
+        retrieval = alone if alone is not None and alone.query == query else assistant.retriever.search(query)
+        # Every retrieved paper, the question unanalysed: nothing tied to it, no list made longer.
+        hits = retrieval.hits[: settings.answer_sources]
+        assessed = assistant.judge.evidence.assess(
+            read_query(retrieval.query), hits, retrieval.multilingual, q["question"]
+        )
         for hit, evidence in zip(retrieval.hits, assessed, strict=True):
             rows.append(
                 {
@@ -93,10 +99,10 @@ EVIDENCE_SIGNS = {"dense": 1, "sentence": 1, "coverage": 1, "margin": 1, "unknow
 
 def asked(assistant: Assistant, settings: Settings, q: dict):
     """A question's analysis and its retrieval, as the assistant answers it (a list retrieves more)."""
-    query, alone = assistant.condense(q["question"], q["history"])
+    query, alone = assistant.condense(read(q["question"]), q["history"])
     ask = assistant.analyse(q["question"], query)
     k = max(settings.k, settings.list_sources) if ask.listing else None
-    return ask, assistant.retrieve(query, alone, k, ask.tied)
+    return ask, assistant.retrieve(ask, alone, k)
 
 
 def several_examples(settings: Settings, every: int = 1) -> list[dict]:
@@ -112,8 +118,8 @@ def several_examples(settings: Settings, every: int = 1) -> list[dict]:
         ask, retrieval = asked(assistant, settings, q)
         if not (ask.several or ask.intent in ("list", "summary")) or retrieval.multilingual:
             continue
-        assessed = assistant.assess(retrieval, q["question"], ask)
-        hits = assistant.candidates(retrieval, ask.tied, ask.listing)
+        assessed = assistant.judge.assess(retrieval, ask)
+        hits = assistant.judge.candidates(retrieval, ask.tied, ask.listing)
         best = max(range(len(assessed)), key=lambda i: assessed[i].probability)
         for i, (hit, evidence, sx) in enumerate(zip(hits, assessed, several_features(assessed), strict=True)):
             rows.append(
@@ -271,7 +277,7 @@ def confidence_examples(settings: Settings, splits: list[str], every: int = 1) -
     for q in questions:
         asker = Assistant(index, settings, exclude=q["exclude"]) if q.get("exclude") else seeing
         ask, retrieval = asked(asker, settings, q)
-        verdict = asker.judge(retrieval, q["question"], ask)
+        verdict = asker.judge.verdict(retrieval, ask)
         rows.append(
             {
                 "answered": bool(verdict.hits),
@@ -294,7 +300,7 @@ def confidence_thresholds(rows: list[dict]) -> tuple[float, float, float, float,
     best = (1.0, 0.0, 1.01, 1.0, 0.0)  # nothing is high unless every constraint is found
     for high_above in HIGH_ABOVE:
         for soft_above in SOFT_ABOVE:
-            held = [support(r["best"], r["checks"], high_above, soft_above) for r in english]
+            held = [held_share(r["best"], r["checks"], high_above, soft_above) for r in english]
             for missing_below in MISSING_BELOW:
                 high = [r for r, h in zip(english, held, strict=True) if h > 1.0 - missing_below]
                 right = sum(r["gold_cited"] for r in high)

@@ -123,7 +123,7 @@ def cmd_search(args, settings: Settings) -> int:
 
 
 def cmd_ask(args, settings: Settings) -> int:
-    from rag.assistant import Answer, Assistant
+    from rag.assistant import Assistant, Done
 
     history = []
     for turn in args.history or []:
@@ -132,11 +132,11 @@ def cmd_ask(args, settings: Settings) -> int:
             raise RagError(f"--history takes ROLE:TEXT with ROLE user or assistant, got {turn!r}")
         history.append({"role": role, "content": content.strip()})
     assistant = Assistant(_open_index(settings), settings).within(_scope(args))
-    for piece in assistant.stream(args.question, history, args.k):
-        if isinstance(piece, Answer):
-            answer = piece
+    for event in assistant.stream(args.question, history, args.k):
+        if isinstance(event, Done):
+            answer = event.answer
         elif args.stream and not args.json:
-            print(piece, end="", flush=True)
+            print(event.text, end="", flush=True)
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0

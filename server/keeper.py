@@ -19,7 +19,7 @@ from rag.common.settings import Settings
 from rag.feedback import FeedbackStore
 from rag.index.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 from rag.index.stores.base import AddResult, SeedChanges
-from rag.query.analysis import tagger
+from rag.query.framing import tagger
 
 from .errors import ApiError
 from .metrics import Metrics
@@ -42,7 +42,7 @@ class AssistantKeeper:
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
-        tagger(self.settings.tagger_model)  # rag/query/analysis.py: before the first question, not on it
+        tagger(self.settings.tagger_model)  # rag/query/framing.py: before the first question, not on it
         PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made

@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from rag.assistant import Answer
+from rag.assistant import Done
 from rag.common.errors import RagError
 
 log = logging.getLogger("rag.http")
@@ -41,12 +41,12 @@ def _sse(event: str, data: dict) -> str:
 
 async def ask_events(stream, request: Request):
     try:
-        async for piece in _pieces(stream, request):
-            if isinstance(piece, Answer):
-                yield _sse("citations", {"citations": [c.to_dict() for c in piece.citations]})
-                yield _sse("done", piece.to_dict())
+        async for event in _pieces(stream, request):
+            if isinstance(event, Done):
+                yield _sse("citations", {"citations": [c.to_dict() for c in event.answer.citations]})
+                yield _sse("done", event.answer.to_dict())
             else:
-                yield _sse("token", {"text": piece})
+                yield _sse("token", {"text": event.text})
     except RagError as exc:
         yield _sse("error", {"code": exc.code, "message": str(exc)})
     except Exception:  # headers are sent: end the stream with an error event, not a cut connection
@@ -58,8 +58,8 @@ async def chat_chunks(stream, request: Request, writer, page_url: str, tokens):
     """`tokens(content)`: the usage of a reply with this content."""
     yield writer.start()
     try:
-        async for piece in _pieces(stream, request):
-            yield writer.finish(piece, page_url) if isinstance(piece, Answer) else writer.text(piece)
+        async for event in _pieces(stream, request):
+            yield writer.finish(event.answer, page_url) if isinstance(event, Done) else writer.text(event.text)
         yield writer.usage(tokens(writer.content))
     except RagError as exc:
         yield writer.error(exc.code, str(exc))

@@ -371,12 +371,11 @@ def test_a_chinese_question_finds_its_paper(assistant):
 
 
 def test_stream_yields_the_text_then_the_answer(assistant):
-    from rag.assistant import Answer
+    from rag.assistant import Done, Piece
 
-    items = list(assistant.stream("What is MedMosaic?"))
-    *pieces, final = items
-    assert isinstance(final, Answer) and len(pieces) > 5
-    assert "".join(pieces).strip() == final.text
+    *pieces, final = assistant.stream("What is MedMosaic?")
+    assert isinstance(final, Done) and len(pieces) > 5 and all(isinstance(p, Piece) for p in pieces)
+    assert "".join(p.text for p in pieces).strip() == final.answer.text
 
 
 def test_an_injected_instruction_in_the_question_changes_nothing(assistant):

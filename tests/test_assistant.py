@@ -11,7 +11,7 @@ import pytest
 from rag.answer import prompts
 from rag.answer.citations import MARKER
 from rag.answer.llm import LLMGenerator
-from rag.assistant import Answer, Assistant
+from rag.assistant import Assistant, Done, Piece
 from rag.common.errors import GeneratorError
 
 from .conftest import ScriptedLLM
@@ -40,8 +40,9 @@ def markers(text: str) -> list[int]:
 
 def test_the_llms_own_cited_answer_stands_and_streams_piece_by_piece(loaded_index, settings):
     assistant, client = scripted(loaded_index, settings, OWN_ANSWER)
-    *pieces, answer = list(assistant.stream(MEDMOSAIC))
-    assert isinstance(answer, Answer)
+    *events, done = assistant.stream(MEDMOSAIC)
+    assert isinstance(done, Done)
+    pieces, answer = [e.text for e in events if isinstance(e, Piece)], done.answer
     assert (answer.generator, answer.fallback, answer.abstained) == ("llm", False, False)
     assert answer.text == "".join(OWN_ANSWER).strip()
     assert "".join(pieces).strip() == answer.text and len(pieces) >= 2
@@ -129,7 +130,8 @@ def test_a_structured_answer_is_shown_sentence_by_sentence_with_checked_markers(
     assistant, client = scripted(
         loaded_index, settings, [reply[i : i + 9] for i in range(0, len(reply), 9)], llm_output="json"
     )
-    *pieces, answer = list(assistant.stream(MEDMOSAIC))
+    *events, done = assistant.stream(MEDMOSAIC)
+    pieces, answer = [e.text for e in events if isinstance(e, Piece)], done.answer
     assert (answer.generator, answer.fallback, answer.abstained) == ("llm", False, False)
     assert client.calls[0]["response_format"]["type"] == "json_schema"
     schema = client.calls[0]["response_format"]["json_schema"]["schema"]

@@ -6,8 +6,16 @@ from rag.common.text import stems
 from rag.index.corpus import Paper
 from rag.index.lexicon import Lexicon, aliases_in
 from rag.index.vocabulary import Vocabulary
-from rag.judge.constraints import ConstraintCheck, check, heaviest_unfound, support
-from rag.query.analysis import analyse
+from rag.judge import constraints
+from rag.judge.constraints import ConstraintCheck, Papers, heaviest_unfound, held_share
+from rag.query.analysis import analyse, read
+
+
+def check(asked, question, paper_ids, words, sentences, embed, texts=(), **rules) -> list[ConstraintCheck]:
+    """The constraints `asked` of `question` in the papers, as the judge checks them: the question
+    as the analysis reads it."""
+    return constraints.check(asked, read(question), Papers(paper_ids, sentences, texts), words, embed, **rules)
+
 
 DISTILLED = Paper("p1", "We distill a multi-step diffusion sampler for images, one of many generators.", "P1", None)
 SPIRAL = Paper("p2", "Spiral RoPE extends Rotary Position Embedding (RoPE) to vision models.", "Spiral RoPE", None)
@@ -175,15 +183,15 @@ def test_checks_weigh_what_is_not_found_and_the_soft_match_can_rescue_it():
     # matched softly, never high whatever it weighs.
     one_step = by_phrase["one-step diffusion sampler"]
     assert one_step.other and not one_step.found(0.0) and heaviest_unfound(checks, 0.9) == one_step
-    assert support(1.0, checks, 0.25, 0.9) == 0.0
+    assert held_share(1.0, checks, 0.25, 0.9) == 0.0
     # Softly at 0.9 "videos" is found (cosine 1.0); by its words only it weighs what it lacks.
     rest = [c for c in checks if c is not one_step]
     assert not by_phrase["videos"].other
-    assert support(1.0, rest, 0.25, 0.9) == 1.0
-    assert support(1.0, rest, 0.25, 1.01) == 1 - by_phrase["videos"].weight
-    assert support(0.2, rest, 0.25, 1.01) == 0.0  # no paper likely enough
-    assert support(0.2, rest, 0.25, 0.9) == 1.0  # every constraint found: whatever the probability
-    assert support(1.0, [ConstraintCheck("AudioMAE", ("AudioMAE",), 0.01, 0.0, other=True)], 0.25, 0.9) == 0.0
+    assert held_share(1.0, rest, 0.25, 0.9) == 1.0
+    assert held_share(1.0, rest, 0.25, 1.01) == 1 - by_phrase["videos"].weight
+    assert held_share(0.2, rest, 0.25, 1.01) == 0.0  # no paper likely enough
+    assert held_share(0.2, rest, 0.25, 0.9) == 1.0  # every constraint found: whatever the probability
+    assert held_share(1.0, [ConstraintCheck("AudioMAE", ("AudioMAE",), 0.01, 0.0, other=True)], 0.25, 0.9) == 0.0
     assert ConstraintCheck("a b c d e", ("c",), 0.1, 0.0).named == "c"
 
 
@@ -216,7 +224,7 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     import numpy as np
 
     from rag.common.settings import Settings
-    from rag.query.analysis import framing_words
+    from rag.query.framing import framing_words
 
     question = "P1 and P3 both talk about images. What exactly gets distilled in each, for video?"
     framing = framing_words(question, Settings().tagger_model)

@@ -14,8 +14,9 @@ from eval.llm import SMOLLM2_SOURCE_SENTENCES, smollm2_server
 from rag.answer import llm, prompts
 from rag.answer.citations import MARKER
 from rag.answer.llm import LLMGenerator, repeats_instructions
-from rag.assistant import Answer, Assistant
+from rag.assistant import Assistant
 from rag.common.errors import GeneratorError, GeneratorTimeout
+from rag.query.analysis import analyse
 
 from .conftest import Server, free_port, index_env
 
@@ -43,9 +44,10 @@ def llm_settings(settings, url, **extra):
 def test_a_real_llm_streams_tokens_or_checked_sentences(llama_server, settings, retriever):
     question = "What speedup does Jacobi Forcing report?"
     sources = retriever.search(question, 3).hits
-    text = list(LLMGenerator(llm_settings(settings, llama_server, llm_output="text")).stream(question, sources))
+    ask = analyse(question)
+    text = list(LLMGenerator(llm_settings(settings, llama_server, llm_output="text")).stream(ask, sources))
     assert len(text) > 3 and "".join(text).strip()  # free text: token by token
-    sentences = list(LLMGenerator(llm_settings(settings, llama_server)).stream(question, sources))
+    sentences = list(LLMGenerator(llm_settings(settings, llama_server)).stream(ask, sources))
     assert sentences and all(MARKER.search(piece) for piece in sentences)  # JSON: whole sentences, cited
 
 
@@ -58,9 +60,9 @@ def test_llm_answers_pass_the_citation_checks(llama_server, settings, loaded_ind
     extractive = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive"}))
     outcomes = {}
     for question in ["What speedup does Jacobi Forcing report?", "What is MedMosaic?"]:
-        items = list(assistant.stream(question))
-        answer = items[-1]
-        assert isinstance(answer, Answer) and not answer.abstained and answer.citations, answer.text
+        *events, done = assistant.stream(question)
+        answer = done.answer
+        assert not answer.abstained and answer.citations, answer.text
         retrieved = {h.paper.paper_id for h in assistant.retriever.search(answer.query, 5).hits}
         assert {c.paper_id for c in answer.citations} <= retrieved
         numbers = {int(n) for body in MARKER.findall(answer.text) for n in re.findall(r"\d+", body)}
@@ -71,7 +73,7 @@ def test_llm_answers_pass_the_citation_checks(llama_server, settings, loaded_ind
         else:
             assert answer.generator == "llm" and prompts.FALLBACK_NOTE not in answer.text
             assert answer.text != extractive.ask(question).text
-            assert "".join(items[:-1]).strip() == answer.text  # what streamed is what stands
+            assert "".join(e.text for e in events).strip() == answer.text  # what streamed is what stands
         outcomes[question] = "fallback" if answer.fallback else "llm"
     record_property("smollm2_outcomes", outcomes)
     with capsys.disabled():

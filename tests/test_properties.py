@@ -318,8 +318,8 @@ SOURCES = [
 THRESHOLD = 0.5
 
 
-def support(sentence: str, hit: Hit) -> tuple[float, str]:
-    """The lexical part of Assistant.support: share of the sentence's words found in the abstract."""
+def grounding(sentence: str, hit: Hit) -> tuple[float, str]:
+    """The lexical part of Assistant.grounding: share of the sentence's words found in the abstract."""
     return lexical_support(sentence, hit.paper.text), hit.paper.text
 
 
@@ -357,7 +357,7 @@ ANSWER = st.lists(TOKEN, max_size=60).map("".join)
 
 
 def run(pieces: list[str]) -> tuple[str, list[dict], list[int]]:
-    tracker = CitationTracker(SOURCES, support, THRESHOLD)
+    tracker = CitationTracker(SOURCES, grounding, THRESHOLD)
     shown = "".join(tracker.feed(p) for p in pieces) + tracker.finish()
     return shown, [c.to_dict() for c in tracker.citations], tracker.dropped
 
@@ -389,7 +389,7 @@ def test_streaming_in_any_cut_gives_what_one_piece_gives(text, data):
     note(f"pieces={cut(text, positions)!r}")
     assert run(cut(text, positions)) == whole
     assert run(list(text)) == whole  # one character at a time
-    cleaned, citations, dropped = clean_answer(text, SOURCES, support, THRESHOLD)
+    cleaned, citations, dropped = clean_answer(text, SOURCES, grounding, THRESHOLD)
     assert (cleaned, [c.to_dict() for c in citations], dropped) == (whole[0].strip(), *whole[1:])
 
 
@@ -432,7 +432,7 @@ def test_the_words_around_markers_are_kept(text):
     st.sampled_from(["[9]", "[0]", "[6, 12]"]),
 )
 def test_a_marker_pointing_to_no_source_is_dropped(before, after, marker):
-    shown, citations, dropped = clean_answer(f"{before} {marker} {after}.", SOURCES, support, THRESHOLD)
+    shown, citations, dropped = clean_answer(f"{before} {marker} {after}.", SOURCES, grounding, THRESHOLD)
     assert not MARKER.search(shown) and citations == []
     assert dropped == numbers_in(marker)
     assert shown.split() == f"{before} {after}.".split() or shown == f"{before}{after}.".strip()

@@ -72,12 +72,13 @@ class Citation:
 class CitationTracker:
     """Feed answer text in pieces; get back text safe to show, with checked, renumbered markers.
 
-    `sources` are the hits handed to the generator, numbered from 1. `support(sentence, hit)`
-    returns (score, best source sentence); a citation scoring under `threshold` is dropped.
+    `sources` are the hits handed to the generator, numbered from 1. `grounding(sentence, hit)`
+    returns how well the hit grounds the sentence and its best sentence for it; a citation
+    scoring under `threshold` is dropped.
     """
 
     sources: list
-    support: Callable[[str, Hit], tuple[float, str]]
+    grounding: Callable[[str, Hit], tuple[float, str]]
     threshold: float
     citations: list[Citation] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
@@ -153,7 +154,7 @@ class CitationTracker:
 
     def _cite(self, number: int, plain: str) -> int | None:
         hit = self.sources[number - 1]
-        score, snippet = self.support(plain, hit)
+        score, snippet = self.grounding(plain, hit)
         if score < self.threshold:
             self.dropped.append(number)
             return None
@@ -180,8 +181,8 @@ def _unmarked(text: str) -> str:
     return text
 
 
-def clean_answer(text: str, sources: list, support, threshold: float) -> tuple[str, list[Citation], list[int]]:
+def clean_answer(text: str, sources: list, grounding, threshold: float) -> tuple[str, list[Citation], list[int]]:
     """The whole-text form of CitationTracker: (clean text, citations, dropped numbers)."""
-    tracker = CitationTracker(sources, support, threshold)
+    tracker = CitationTracker(sources, grounding, threshold)
     cleaned = tracker.feed(text) + tracker.finish()
     return cleaned.strip(), tracker.citations, tracker.dropped

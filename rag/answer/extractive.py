@@ -5,169 +5,43 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
 
 from rag.answer.citations import MARKER
+from rag.answer.sentences import (
+    CONTRASTS,
+    DATA_COUNTED,
+    DATA_LISTED,
+    DATA_MADE,
+    DATA_NAMED,
+    EXPERIMENTS,
+    FIGURE,
+    FINDING,
+    MECHANISM,
+    NAMES_DATA,
+    NUMBER,
+    PROBLEM,
+    QUANTITY,
+    RESULT_CLAIM,
+    Candidate,
+    counts,
+    introduces,
+    introduction,
+    mechanism,
+    method_sentences,
+    third_person,
+)
 from rag.common.settings import ExtractiveWeights
 from rag.common.text import (
-    ASKS_FOR_CODE,
     CODE_LINK,
     CONTRIBUTION,
     NEW_WORK,
-    NEW_WORK_VERBS,
-    asks_for_several,
-    is_cjk,
     stems,
 )
 from rag.index.corpus import mentions
 from rag.index.lexicon import Lexicon
-from rag.query.analysis import Ask, analyse, intent_of
+from rag.query.analysis import Ask
 from rag.retrieve.retrieval import Hit
-
-_WHICH = re.compile(
-    r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
-)
-_HOW_MUCH = re.compile(
-    r"\bhow (much|many|fast|large|big|long|often)\b"
-    r"|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
-    re.I,
-)
-_NUMBER = re.compile(r"\d")
-# A count or a figure, in digits or in words ("twelve downstream tasks").
-_QUANTITY = re.compile(
-    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|thousands?|"
-    r"millions?|twice|double[sd]?|triple[sd]?|half|halves|halving)\b",
-    re.I,
-)
-# A question that asks for the datasets or benchmarks by name (not for the tasks or the settings).
-_ASKS_DATA_NAMES = re.compile(r"\b(datasets?|benchmarks?|corpora)\b|数据集|基准", re.I)
-# A figure a result is reported in: "12.2x", "9.1$\\times$", "40%", "3-fold", "by 15 points".
-FIGURE = re.compile(
-    r"\d(?:[\d,.]*\d)?\s*(?:\\?%|\$?\\times\$?|×|x\b|-?fold\b|times\b|points?\b|pp\b)|\b(?:up to|by|of|to) \*?\d",
-    re.I,
-)
-# "What problem does X address?": the sentences stating the problem or its cause.
-_PROBLEM = re.compile(
-    r"\b(however|yet|but|despite|although|remains?|suffer\w*|limit\w*|fail\w*|struggl\w*|challeng\w*|bottleneck\w*|"
-    r"costly|expensive|incompatible|lack\w*|difficult\w*|unclear|overlook\w*|neglect\w*|ignor\w*|prone|"
-    r"existing|current|prior|previous|conventional|standard|traditional|typically|often|rely|relies)\b",
-    re.I,
-)
-# "How does X work?": the sentences saying how.
-_MECHANISM = re.compile(
-    r"\b(by|via|through|consists? of|compris\w*|first\w*|then|which|leverag\w*|combin\w*|replac\w*|uses?)\b", re.I
-)
-# The sentence naming what a paper is evaluated on: a named benchmark or dataset ("LongBench",
-# "ImageNet-1K", "Dream-7B"), or a count of them ("18 datasets").
-_NAMES_DATA = re.compile(
-    r"\b[A-Z][\w-]*[A-Z0-9][\w-]*\b|\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b"
-)
-# A dataset or benchmark named as where something was done: "perplexity on WikiText-2", "across LongBench".
-_DATA_NAMED = re.compile(r"\b(on|in|across|using|with|from|over)\s+(the\s+)?([\w-]+\s+){0,3}?[A-Z][\w-]*[A-Z0-9][\w-]*")
-_DATA_COUNTED = re.compile(r"\b\d+\s+(\w+\s+)?(datasets?|benchmarks?|tasks?|environments?)\b")
-# Datasets listed by name after the word: "low-temperature benchmarks including Ising, Potts".
-_DATA_LISTED = re.compile(
-    r"\b(datasets?|benchmarks?|tasks?|environments?|suites?)\b[^.;]{0,40}?\b(including|such as|like|namely)\s+[A-Z]"
-)
-# A dataset or benchmark the paper makes: "the authors release *TC-Bench*, a foundational global dataset".
-_DATA_MADE = re.compile(
-    r"\b(?i:releas|introduc|present|construct|curat|collect|buil)\w*\b[^.;]{0,40}?\b[A-Z][\w-]*[A-Z0-9][\w-]*"
-    r"[^.;]{0,40}?\b(?i:datasets?|benchmarks?|corpus|corpora|suite)\b"
-)
-# "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
-# reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
-_WHERE_TESTED = re.compile(
-    r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|environments?|tasks?|domains?|settings?|games?)\b"
-    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b",
-    re.I,
-)
-_EXPERIMENTS = re.compile(
-    r"\b(experiments?|evaluat\w*|tested|validat\w*|benchmarks?|results)\b[^.;]{0,40}?\b(on|in|across)\b", re.I
-)
-# A sentence claiming results rather than saying what the method does: "Extensive experiments
-# against 13 baselines demonstrate ...", "Through extensive experiments, it attains ...".
-_RESULT_CLAIM = re.compile(
-    r"\b(experiments?|results|evaluations?|empirically)\b[^.;]*?\b(show|demonstrat|confirm|indicat|reveal|"
-    r"outperform|achiev|attain|surpass)\w*",
-    re.I,
-)
-# What a paper finds: a result it reports or a claim it shows ("Experiments show ...", "we prove",
-# "X achieves state-of-the-art", "a 50% improvement"); not a size it sets up ("models of 7B").
-_FINDING = re.compile(
-    _RESULT_CLAIM.pattern
-    + r"|\b(we|this (paper|work))\s+(\w+\s+)?(show|find|found|prove|demonstrat|observ|report)\w*\b"
-    r"|\b(outperform|surpass)\w*|\b(achieves|achieved|attains|attained)\b|\bstate-of-the-art\b"
-    r"|\d[\d.,]*\s*(\\?%|×|\$?\\times|x\b|-?fold\b|times\b)",
-    re.I,
-)
-# "How does X compare with Y?": a sentence setting the paper against others ("outperforms", "unlike",
-# "more accurately than", "whereas", "compared with").
-_CONTRASTS = re.compile(
-    r"\b(than|outperform\w*|surpass\w*|unlike|whereas|while|compared (to|with)|versus|vs\.?|in contrast|"
-    r"rather|instead|beyond|over (the )?(\w+ )?baselines?)\b",
-    re.I,
-)
-# "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
-_DEFINITION = re.compile(
-    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
-)
-# The sentence in which an abstract says what its work is, named or not ("In this work, we present
-# the first theoretical analysis of ...", "We systematically investigate ...").
-_PRESENTS_WORK = re.compile(
-    rf"\b(we|this (paper|work|study))\s+(\w+\s+)?({NEW_WORK_VERBS}|buil|"
-    r"investigat|stud|analy[sz]|examin|explor|establish|provid|formali[sz]|derive)\w*\b",
-    re.I,
-)
-# "What do the papers on X propose?": each paper's contribution is asked.
-_ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
-_LEAD_IN = re.compile(
-    r"^(?:(?:to (?:address|tackle|overcome|bridge|close|mitigate|solve)[^,]{0,60}|in this (?:work|paper)|here|"
-    r"specifically|moreover|furthermore|additionally|finally|however|therefore|thus|in particular|"
-    r"based on (?:this|these)[^,]{0,40}|building on[^,]{0,60}|motivated by[^,]{0,60}|leveraging[^,]{0,60}|"
-    r"crucially|empirically|theoretically|consequently|to this end|as a result|instead),\s*)+",
-    re.I,
-)
-
-
-def counts(question_stems: set[str], sentence: str) -> bool:
-    """A number right before a word of the question: "18 challenging datasets" for "how many datasets"."""
-    for match in re.finditer(r"\d[\d,.]*\s+((?:[^\W\d]+\s+){0,2}[^\W\d]+)", sentence):
-        if stems(match.group(1)) & question_stems:
-            return True
-    return False
-
-
-def introduces(sentence: str, name: str) -> bool:
-    """The sentence that presents a paper's method: "we propose X", "X, a ...", "X is a ..."."""
-    if not mentions(sentence, name):
-        return False
-    named = re.escape(name)
-    return (
-        bool(CONTRIBUTION.search(sentence))
-        or re.search(rf"{named}\W{{0,3}}(\([^)]*\))?\W{{0,3}}(a|an|which|that|is|are)\b|\(\s*{named}\s*\)", sentence)
-        is not None
-    )
-
-
-def third_person(sentence: str) -> str:
-    """Drop a connective opening and say "the authors" for "we", so a sentence reads as an answer."""
-    text = _LEAD_IN.sub("", sentence.replace("**", "")).strip()
-    text = re.sub(r"\bwe\b", "the authors", text)
-    text = re.sub(r"\bWe\b", "The authors", text)
-    text = re.sub(r"\bour\b", "their", text)
-    text = re.sub(r"\bOur\b", "Their", text)
-    text = re.sub(r"\bus\b", "them", text)
-    return text[:1].upper() + text[1:]
-
-
-@dataclass
-class Candidate:
-    """A sentence of a source abstract, scored as an answer to the question."""
-
-    source: int  # the source's number in the answer, from 1
-    sentence: str
-    score: float
-    asked: frozenset[str] = frozenset()  # the question's words (stems) this sentence contains
 
 
 class ExtractiveGenerator:
@@ -181,6 +55,7 @@ class ExtractiveGenerator:
     """
 
     name = "extractive"
+    verbatim = True
 
     def __init__(self, lexicon: Lexicon | None = None, weights: ExtractiveWeights | None = None):
         """`lexicon`: the corpus's word counts over its sentences, to weight question words by
@@ -189,7 +64,7 @@ class ExtractiveGenerator:
         # Over sentences; scikit-learn's smooth IDF (every word weighs 1 or more): ExtractiveWeights were tuned on it.
         self.idf = (lexicon or Lexicon.empty()).sentence_idf(smoothing=1, offset=1)
 
-    def overlap(self, question_stems: set[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
+    def overlap(self, question_stems: AbstractSet[str], sentence_stems: set[str], spread: dict[str, int]) -> float:
         """IDF-weighted share of the question's words that the sentence contains. A word found in
         several sentences of the same abstract ("transit stop placement" in a paper about it)
         names the paper's topic rather than the sentence that answers: it counts once per
@@ -201,35 +76,35 @@ class ExtractiveGenerator:
 
     def score(
         self,
-        question: str,
+        ask: Ask,
         sources: list[Hit],
         multilingual: bool = False,
-        ask: Ask | None = None,
         naming: str | None = None,
     ) -> list[Candidate]:
-        """Every sentence of the sources, best first. `ask`: the question's analysis; its intent
-        and the types of the facts asked favour the sentences of that kind. `naming`: the text
-        whose named papers are the subject (default `question`; the whole question for a part of it)."""
+        """Every sentence of the sources, best first, for `ask` (the question's analysis, or a
+        part's): its intent and the types of the facts asked favour the sentences of that kind.
+        `naming`: the text whose named papers are the subject (default: what `ask` said; the
+        whole question for a part of it)."""
         w = self.weights
-        ask = ask or analyse(question)
+        said = ask.said
         spread = w.multilingual_spread if multilingual else 1.0
-        wants_number = bool(_HOW_MUCH.search(question)) or "number" in ask.wants
-        wants_experiments = bool(_WHERE_TESTED.search(question)) or "dataset" in ask.wants
+        wants_number = said.how_much or "number" in ask.wants
+        wants_experiments = said.where_tested or "dataset" in ask.wants
         wants_problem = ask.intent == "limitation"
         wants_mechanism = ask.intent == "how-it-works"
         wants_contrast = ask.intent == "comparison"
-        wants_code = bool(ASKS_FOR_CODE.search(question))
+        wants_code = said.code
         top_dense = max((h.dense_score for h in sources), default=0.0)
         # A question that names a paper ("What speedup does Jacobi Forcing report?") is about it.
-        named = {n for n, hit in enumerate(sources, start=1) if mentions(naming or question, hit.paper.name)}
-        asked = stems(question)
+        named = {n for n, hit in enumerate(sources, start=1) if mentions(naming or said.text, hit.paper.name)}
+        asked = said.stems
         candidates = []
         for n, hit in enumerate(sources, start=1):
             if named and n not in named:
                 continue
             # Words naming the paper pick the paper, not the sentence that answers.
             question_stems = asked - stems(hit.paper.name)
-            defining = n in named and bool(_DEFINITION.search(question))
+            defining = n in named and said.defining
             sentence_stems = {sentence: stems(sentence) for sentence in hit.sentence_scores}
             in_sentences: dict[str, int] = {}
             for own in sentence_stems.values():
@@ -246,18 +121,18 @@ class ExtractiveGenerator:
                     score += spread * w.contribution
                 if defining and introduces(sentence, hit.paper.name):
                     score += spread * w.definition
-                if wants_number and _NUMBER.search(sentence):
+                if wants_number and NUMBER.search(sentence):
                     score += spread * (w.number + (w.counted if counts(question_stems, sentence) else 0.0))
-                if wants_experiments and _EXPERIMENTS.search(sentence):
+                if wants_experiments and EXPERIMENTS.search(sentence):
                     score += spread * w.experiments
                 # The problem is stated before the paper answers it: not in "we propose X to address it".
-                if wants_problem and _PROBLEM.search(sentence) and not NEW_WORK.search(sentence):
+                if wants_problem and PROBLEM.search(sentence) and not NEW_WORK.search(sentence):
                     score += spread * w.motivation
-                if wants_contrast and _CONTRASTS.search(sentence):
+                if wants_contrast and CONTRASTS.search(sentence):
                     score += spread * w.contrast
-                if wants_mechanism and _MECHANISM.search(sentence):
+                if wants_mechanism and MECHANISM.search(sentence):
                     score += spread * w.mechanism
-                if (wants_mechanism or wants_problem) and _RESULT_CLAIM.search(sentence):
+                if (wants_mechanism or wants_problem) and RESULT_CLAIM.search(sentence):
                     score -= spread * w.claim
                 if CODE_LINK.search(sentence):
                     # "Code is available at ..." answers a question about code and nothing else.
@@ -265,20 +140,18 @@ class ExtractiveGenerator:
                 candidates.append(Candidate(n, sentence, score, frozenset(question_stems & sentence_stems[sentence])))
         return sorted(candidates, key=lambda c: -c.score)
 
-    def select(
-        self, question: str, sources: list[Hit], multilingual: bool = False, ask: Ask | None = None
-    ) -> list[Candidate]:
+    def select(self, ask: Ask, sources: list[Hit], multilingual: bool = False) -> list[Candidate]:
         w = self.weights
-        candidates = self.score(question, sources, multilingual, ask)
+        candidates = self.score(ask, sources, multilingual)
         if not candidates:
             return []
-        if asks_for_several(question):
+        if ask.said.several:
             # Each paper's best sentence, in the order of the papers' ranks.
             best_of: dict[int, Candidate] = {}
             for c in candidates:
                 best_of.setdefault(c.source, c)
             return [best_of[n] for n in sorted(best_of)[: w.max_papers]]
-        if _WHICH.search(question):
+        if ask.said.which:
             # "Which paper ...?" is answered by the best-ranked paper: its best sentence leads.
             top = min(c.source for c in candidates)
             lead = next(c for c in candidates if c.source == top)
@@ -323,71 +196,69 @@ class ExtractiveGenerator:
             covered |= pick.asked
         return chosen
 
-    def compose(self, question: str, sources: list[Hit], ask: Ask | None = None) -> str:
+    def compose(self, ask: Ask, sources: list[Hit]) -> str:
         """The answer in the shape the question asks for: the named papers side by side for a
         comparison, a line per paper for a list or a summary (a table when a figure is asked),
         else the sentences that answer, with a plain word for a part no source holds."""
-        ask = ask or analyse(question)
-        multilingual = is_cjk(question)
+        multilingual = ask.said.cjk
         number = {hit.paper.paper_id: n for n, hit in enumerate(sources, start=1)}
         named = [number[p.paper_id] for p in ask.named if p.paper_id in number]  # in the order asked
         if ask.intent == "comparison" and len(named) >= 2:
-            return self.side_by_side(question, sources, named, ask)
+            return self.side_by_side(ask, sources, named)
         if ask.intent == "summary" and ask.one_paper:
-            return self.summary_of_one(question, sources, named[0] if len(named) == 1 else 1, ask)
-        if (asks_for_several(question) or ask.intent in ("list", "summary")) and len(sources) > 1:
-            return self.per_paper(question, sources, ask)
-        chosen = self.select(question, sources, multilingual, ask)
+            return self.summary_of_one(ask, sources, named[0] if len(named) == 1 else 1)
+        if (ask.said.several or ask.intent in ("list", "summary")) and len(sources) > 1:
+            return self.per_paper(ask, sources)
+        chosen = self.select(ask, sources, multilingual)
         # The one paper answering: the one named, or the one every chosen sentence comes from.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
         if len(ask.facts) > 1 or (one is not None and ask.wants & {"number", "dataset"}):
             # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
-            chosen = self.per_part(question, sources, multilingual, ask, chosen, one)
+            chosen = self.per_part(ask, sources, multilingual, chosen, one)
         # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
         if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
             source = sources[one - 1]
-            own = [c for c in self.score(question, sources, multilingual, ask) if c.source == one]
+            own = [c for c in self.score(ask, sources, multilingual) if c.source == one]
             method: list[str] = []
             if ask.intent in ("how-it-works", "existence"):
-                what, after = self.introduction(own, list(source.sentence_scores), source.paper.name)
+                what, after = introduction(own, list(source.sentence_scores), source.paper.name)
                 chosen = self.with_mechanism(own, chosen, after)
-                method = self.method(source, what)
+                method = method_sentences(source, what)
             # "Yes: " and the sentence that says so, then how, in the abstract's order.
             lead = chosen[0] if ask.intent == "existence" and chosen else None
             chosen = self.explained(source, own, chosen, method)
             if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
-        text = self.write(question, sources, chosen)
+        text = self.write(ask.said.text, sources, chosen)
         absent = self.absent(sources, chosen, named, ask)
         return f"{absent} {text}" if absent and text else text
 
-    def summary_of_one(self, question: str, sources: list[Hit], n: int, ask: Ask) -> str:
+    def summary_of_one(self, ask: Ask, sources: list[Hit], n: int) -> str:
         """A summary of one paper (`n`: the one named, else the likeliest): what it brings (its
         introduction, or its best sentence on the question), how it works (the sentence after, when
         it claims no result), what it finds first and last (the sentences after its introduction
         reporting a result), then its next best up to `summary_of_one`, in the abstract's order."""
-        source, shown = sources[n - 1], _shown(question)
-        own = [c for c in self.score(question, sources, is_cjk(question), ask) if c.source == n and shown(c.sentence)]
+        source, shown = sources[n - 1], _shown(ask)
+        own = [c for c in self.score(ask, sources, ask.said.cjk) if c.source == n and shown(c.sentence)]
         if not own:
             return ""
         order = list(source.sentence_scores)
-        what, after = self.introduction(own, order, source.paper.name)
+        what, after = introduction(own, order, source.paper.name)
         what = what or own[0]
-        how = self.mechanism(own, after)
+        how = mechanism(own, after)
         later = order[order.index(what.sentence) + 1 :]
-        findings = [s for s in later if (how is None or s != how.sentence) and _FINDING.search(s)]
+        findings = [s for s in later if (how is None or s != how.sentence) and FINDING.search(s)]
         # What it finds first (often its claim) and last (often its experiments).
         picked = [what, *(c for c in own if c is how or c.sentence in (*findings[:1], *findings[-1:]))]
         # A role the abstract leaves unfilled goes to its next best sentence on the question.
         picked += [c for c in own if c not in picked][: self.weights.summary_of_one - len(picked)]
-        return self.write(question, sources, sorted(picked, key=lambda c: order.index(c.sentence)))
+        return self.write(ask.said.text, sources, sorted(picked, key=lambda c: order.index(c.sentence)))
 
     def per_part(
         self,
-        question: str,
+        ask: Ask,
         sources: list[Hit],
         multilingual: bool,
-        ask: Ask,
         chosen: list[Candidate],
         one: int | None = None,
     ) -> list[Candidate]:
@@ -398,9 +269,8 @@ class ExtractiveGenerator:
         mix of words can outweigh. `one`: the paper answering, when one does, whose sentences
         answer each part (not a neighbour's benchmark)."""
         picked: list[Candidate] = []
-        for fact in ask.facts:
-            part = analyse(fact.text, ask.named)
-            scored = self.score(fact.text, sources, multilingual, part, naming=question)
+        for fact, part in zip(ask.facts, ask.parts, strict=True):
+            scored = self.score(part, sources, multilingual, naming=ask.said.text)
             scored = [c for c in scored if c.source == one] or scored
             # A part asking for a figure or for the data is answered by a sentence that gives it:
             # the best-scored of the sentences that give what the part asks (max keeps the first).
@@ -419,8 +289,8 @@ class ExtractiveGenerator:
             return int(bool(FIGURE.search(c.sentence)))
         if wants == "dataset":
             own = c.sentence.replace(sources[c.source - 1].paper.name, "")
-            names = bool(_DATA_NAMED.search(own) or _DATA_COUNTED.search(own) or _DATA_LISTED.search(own))
-            return names + (names and bool(_EXPERIMENTS.search(own)))
+            names = bool(DATA_NAMED.search(own) or DATA_COUNTED.search(own) or DATA_LISTED.search(own))
+            return names + (names and bool(EXPERIMENTS.search(own)))
         return 1
 
     def with_mechanism(self, own: list[Candidate], chosen: list[Candidate], after: str | None) -> list[Candidate]:
@@ -429,22 +299,6 @@ class ExtractiveGenerator:
         if after is None or any(c.sentence == after for c in chosen):
             return chosen
         return [*chosen, *(c for c in own if c.sentence == after)][: max(self.weights.max_sentences, len(chosen))]
-
-    @staticmethod
-    def mechanism(own: list[Candidate], after: str | None) -> Candidate | None:
-        """`after`, the sentence after a paper's introduction (`own`: its scored sentences), when it
-        says how the method works rather than claims a result."""
-        return next((c for c in own if c.sentence == after and not _RESULT_CLAIM.search(c.sentence)), None)
-
-    @staticmethod
-    def method(source: Hit, what: Candidate | None) -> list[str]:
-        """The sentences that say what a paper's method is and how it works: `what`, the one
-        introducing it, then those after it that do not claim results (the background before it
-        says neither)."""
-        if what is None:
-            return []
-        order = list(source.sentence_scores)
-        return [what.sentence, *(s for s in order[order.index(what.sentence) + 1 :] if not _RESULT_CLAIM.search(s))]
 
     def explained(
         self, source: Hit, own: list[Candidate], chosen: list[Candidate], first: Sequence[str] = ()
@@ -499,30 +353,17 @@ class ExtractiveGenerator:
                 best.setdefault(c.source, c)
         return best
 
-    @staticmethod
-    def introduction(own: list[Candidate], order: list[str], name: str) -> tuple[Candidate | None, str | None]:
-        """A paper's sentence introducing its method, and the sentence after it, which most often
-        says how the method works (`order`: the abstract's sentences)."""
-        by_sentence = {c.sentence: c for c in own}
-        ours = [by_sentence[s] for s in order if s in by_sentence]
-        # A paper without a name (a fifth of the seeds) is introduced by its first "we present ...".
-        what = next((c for c in ours if introduces(c.sentence, name)), None) or next(
-            (c for c in ours if _PRESENTS_WORK.search(c.sentence)), None
-        )
-        after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
-        return what, after
-
-    def side_by_side(self, question: str, sources: list[Hit], named: list[int], ask: Ask) -> str:
+    def side_by_side(self, ask: Ask, sources: list[Hit], named: list[int]) -> str:
         """A comparison: each named paper on one line, with its best sentences on the aspect asked
         (and, when a figure or the data is asked, the sentence that gives it). A paper the
         conversation named ("How does its approach differ from dLLM-Cache's?") is one of them."""
-        naming = " ".join([question, *(p.name for p in ask.named)])
-        candidates = self.score(question, sources, is_cjk(question), ask, naming)
-        aspect = FIGURE if "number" in ask.wants else _NAMES_DATA if "dataset" in ask.wants else None
+        naming = " ".join([ask.said.text, *(p.name for p in ask.named)])
+        candidates = self.score(ask, sources, ask.said.cjk, naming)
+        aspect = FIGURE if "number" in ask.wants else NAMES_DATA if "dataset" in ask.wants else None
         # What is asked of each paper, by the question's own words ("which weakness is each one
         # going after?" asks for each one's problem), when it is more than how they compare.
-        asked_of_each = intent_of(ask.question, several=False)
-        shown = _shown(question)
+        asked_of_each = ask.own_intent
+        shown = _shown(ask)
         lines = []
         for n in named:
             own = [c for c in candidates if c.source == n]
@@ -532,17 +373,17 @@ class ExtractiveGenerator:
             # What the paper is (the sentence introducing it and the one after, which says how
             # it works), then its sentence on the aspect asked; in the abstract's order.
             order = list(sources[n - 1].sentence_scores)
-            what, after = self.introduction(own, order, name)
+            what, after = introduction(own, order, name)
             # Its best sentence on the aspect other than those two: what sets it apart.
             # The abstract's opening is background the two papers share, not what sets one apart.
             rest = [c for c in own if c is not what and c.sentence not in (after, order[0])] or own
             # Unless results are asked, a claim of results ("Extensive experiments show ...") says
             # less of how the two differ than a sentence on the method.
-            method = [c for c in rest if not _RESULT_CLAIM.search(c.sentence)] or rest
+            method = [c for c in rest if not RESULT_CLAIM.search(c.sentence)] or rest
             if asked_of_each == "limitation" and what is not None:
                 # The problem a paper takes on is said before it introduces itself, in words of a problem.
                 before = [c for c in own if c.sentence in order[: order.index(what.sentence)]]
-                method = [c for c in before if _PROBLEM.search(c.sentence)] or before or method
+                method = [c for c in before if PROBLEM.search(c.sentence)] or before or method
             on_aspect = self.best_per_paper(own, aspect).get(n, rest[0]) if aspect else method[0]
             chosen = {c.sentence for c in (what, on_aspect) if c is not None} | ({after} if after else set())
             # What is asked rarely fits one sentence of an abstract: its next best ones too (not
@@ -554,13 +395,13 @@ class ExtractiveGenerator:
             lines.append(f"- **{_cell(sources[n - 1].paper.name)}**: {body}")
         return "\n".join(lines)
 
-    def per_paper(self, question: str, sources: list[Hit], ask: Ask) -> str:
+    def per_paper(self, ask: Ask, sources: list[Hit]) -> str:
         """One line per paper with what it contributes to the question; a Markdown table
         (paper | what it does | figure) when the question asks for a figure."""
         w = self.weights
-        candidates = self.score(question, sources, is_cjk(question), ask)
+        candidates = self.score(ask, sources, ask.said.cjk)
         best = self.best_per_paper(candidates)
-        if ask.intent == "summary" or NEW_WORK.search(ask.question) or _ASKS_CONTRIBUTION.search(ask.question):
+        if ask.intent == "summary" or ask.said.contribution:
             # A summary, or papers asked for what they contribute: the sentence saying what that is.
             best |= self.best_per_paper(candidates, NEW_WORK)
         order = sorted(best)[: w.max_papers]
@@ -580,14 +421,14 @@ class ExtractiveGenerator:
                 )
                 rows.append("| " + " | ".join(cells) + " |")
             return "\n".join(rows)
-        shown = _shown(question)
+        shown = _shown(ask)
         lines = []
         for n in order:
             name = sources[n - 1].paper.name
             own = [c for c in candidates if c.source == n]
             sentences = list(sources[n - 1].sentence_scores)
-            what, after = self.introduction(own, sentences, name)
-            how = self.mechanism(own, after)
+            what, after = introduction(own, sentences, name)
+            how = mechanism(own, after)
             # The sentence on what is asked; an overview says what the paper is and how it works
             # (the sentence introducing it, the one after); then its next best on the question.
             if ask.intent == "summary":
@@ -617,23 +458,26 @@ class ExtractiveGenerator:
         name = hit.paper.name
         if (
             "dataset" in ask.wants
-            and _ASKS_DATA_NAMES.search(ask.question)
-            and not any(_DATA_NAMED.search(s.replace(name, "")) or _DATA_MADE.search(s) for s in sentences)
+            and ask.said.data_names
+            and not any(DATA_NAMED.search(s.replace(name, "")) or DATA_MADE.search(s) for s in sentences)
         ):
             return f"{name}'s abstract does not name the datasets or benchmarks it is evaluated on."
-        if "number" in ask.wants and not any(_QUANTITY.search(s.replace(name, "")) for s in sentences):
+        if "number" in ask.wants and not any(QUANTITY.search(s.replace(name, "")) for s in sentences):
             return f"{name}'s abstract gives no figure for this."
         return ""
 
-    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
-        text = self.compose(question, sources, ask)
+    def condense(self, question: str, history: list[dict]) -> str | None:
+        """No model to rewrite a follow-up: the assistant joins it with the conversation."""
+        return None
+
+    def stream(self, ask: Ask, sources: list[Hit]) -> Iterator[str]:
+        text = self.compose(ask, sources)
         yield from re.findall(r"\S+\s*", text)
 
 
-def _shown(question: str) -> Callable[[str], bool]:
+def _shown(ask: Ask) -> Callable[[str], bool]:
     """Which sentences an answer's line may show: not one saying where the code is, unless asked."""
-    wants_code = bool(ASKS_FOR_CODE.search(question))
-    return lambda sentence: wants_code or not CODE_LINK.search(sentence)
+    return lambda sentence: ask.said.code or not CODE_LINK.search(sentence)
 
 
 def _cell(text: str) -> str:

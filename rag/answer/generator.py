@@ -21,9 +21,21 @@ from rag.retrieve.retrieval import Hit
 
 
 class Generator(Protocol):
-    name: str
+    """What the assistant asks of a generator, and all it asks."""
 
-    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]: ...
+    name: str
+    # Answers in the sources' own sentences, each cited: it cannot fail to cite, and it stands in
+    # for a generator that does (the fallback).
+    verbatim: bool
+
+    def stream(self, ask: Ask, sources: list[Hit]) -> Iterator[str]:
+        """The answer to `ask` from the numbered `sources`, with [n] markers, a piece at a time."""
+        ...
+
+    def condense(self, question: str, history: list[dict]) -> str | None:
+        """A follow-up rewritten into a standalone query; None when this generator cannot rewrite
+        one. Raises GeneratorError when it fails."""
+        ...
 
 
 def uses_llm(settings: Settings) -> bool:

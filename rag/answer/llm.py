@@ -135,6 +135,7 @@ class LLMGenerator:
     judge."""
 
     name = "llm"
+    verbatim = False
 
     def __init__(self, settings: Settings, client=None):
         """`client`: an `openai.OpenAI` (made from the settings when None) or anything with its
@@ -246,11 +247,12 @@ class LLMGenerator:
         _ACCEPTED_FORMAT[self._endpoint] = None
         return None
 
-    def stream(self, question: str, sources: list[Hit], ask: Ask | None = None) -> Iterator[str]:
-        guide = ""
-        if ask:
-            intent = "summary of one paper" if ask.intent == "summary" and ask.one_paper else ask.intent
-            guide = prompts.ANSWER_GUIDE.format(intent=intent, shape=prompts.INTENT_SHAPES[intent])
+    def stream(self, ask: Ask, sources: list[Hit]) -> Iterator[str]:
+        """The answer to the question as asked, exclusions included (a follow-up: its standalone
+        rewrite), shaped by its intent."""
+        question = ask.searched.text if ask.rewritten else ask.whole
+        intent = "summary of one paper" if ask.intent == "summary" and ask.one_paper else ask.intent
+        guide = prompts.ANSWER_GUIDE.format(intent=intent, shape=prompts.INTENT_SHAPES[intent])
         user = prompts.ANSWER_USER.format(
             sources=format_sources(sources, self.settings.llm_source_sentences), question=question, guide=guide
         )
@@ -274,7 +276,7 @@ class LLMGenerator:
                 if text.strip():
                     yield _with_marker(text, int(sentence.group(1)))
 
-    def condense(self, question: str, history: list[dict]) -> str:
+    def condense(self, question: str, history: list[dict]) -> str | None:
         lines = "\n".join(f"{turn['role']}: {turn['content']}" for turn in history[-6:])
         user = prompts.CONDENSE_USER.format(history=lines, question=question)
         reply = self._structured(prompts.CONDENSE_SYSTEM_JSON, user, 96, QUERY_SCHEMA)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
 from rag.common.text import stems
@@ -66,7 +67,7 @@ class Vocabulary:
         return self._stems(paper_id)
 
     def shares(
-        self, question_stems: set[str], paper_id: str, alternatives: Sequence[Sequence[str]] = ()
+        self, question_stems: AbstractSet[str], paper_id: str, alternatives: Sequence[Sequence[str]] = ()
     ) -> tuple[float, float]:
         """IDF-weighted shares of the question's stems: those the paper contains (its coverage),
         and those it lacks while another abstract contains them. Of `alternatives` ("spiking or
@@ -156,7 +157,7 @@ class Vocabulary:
             return []
         return re.findall(rf"^{re.escape(word.lower())}\d[\w.]*$", self.text, re.MULTILINE)
 
-    def coverage(self, question_stems: set[str], paper_id: str) -> float:
+    def coverage(self, question_stems: AbstractSet[str], paper_id: str) -> float:
         return self.shares(question_stems, paper_id)[0]
 
     def knows(self, word: str) -> bool:

@@ -18,9 +18,9 @@ constraint is found in the answering papers
   words for the same thing: "upscales blurry videos" for "video super-resolution").
 
 A question's framing words (its verbs, adverbs, prepositions, comparatives: "both talk about",
-"earlier"; `framing_words` in rag/query/analysis.py) are never missing: they say how it is asked.
+"earlier"; `framing_words` in rag/query/framing.py) are never missing: they say how it is asked.
 What is not found is weighed by its words' IDF, as a share of the whole question's: the answer
-is confident only when that share is under `missing_below` (`support`). A missing name, or a
+is confident only when that share is under `missing_below` (`held_share`). A missing name, or a
 missing modifier of a thing the papers hold ("adaptive-noise" where they say "fixed-noise";
 "continuous neural samplers" where their term is "discrete neural samplers"), is another thing:
 never high, whatever it weighs. The thresholds are fitted by eval/calibrate.py on
@@ -38,9 +38,9 @@ from functools import cache
 
 import numpy as np
 
-from rag.common.text import ASKS_FOR_CODE, CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
+from rag.common.text import CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
 from rag.index.vocabulary import Vocabulary
-from rag.query.words import name_like, question_phrases
+from rag.query.words import Reading, name_like, question_phrases
 
 
 @dataclass(frozen=True)
@@ -79,33 +79,39 @@ _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 # is not); `degree_adverb` in `check` leaves out the nouns in -ly.
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
 
-_ONLY = re.compile(r"\bonly\s+([A-Za-z][\w-]*)", re.I)
-
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
+
+
+@dataclass(frozen=True)
+class Papers:
+    """The answering papers a question's constraints are looked for in."""
+
+    ids: list[str]
+    sentence_vectors: np.ndarray  # their sentences' unit vectors, a row each (for the soft match)
+    texts: Sequence[str] = ()  # their sentences
+    naming: frozenset[str] = frozenset()  # stems of the paper names the question uses: they weigh nothing
 
 
 def check(
     constraints: Sequence[str],
-    question: str,
-    paper_ids: list[str],
+    said: Reading,
+    papers: Papers,
     vocabulary: Vocabulary,
-    sentence_vectors: np.ndarray,
     embed: Embed,
-    naming: frozenset[str] | set[str] = frozenset(),
-    texts: Sequence[str] = (),
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
 ) -> list[ConstraintCheck]:
-    """Each constraint, found by words, aliases or softly in the papers `paper_ids` (whose
-    sentences' unit vectors are the rows of `sentence_vectors`). `naming`: the stems of the paper
-    names the question uses; they pick the paper, not what is asked of it, and weigh nothing.
-    `framing`: the question's words that only say how it is asked (rag/query/analysis.py's
-    `framing_words`), never missing; called only when a word is."""
+    """Each constraint, found by words, aliases or softly in `papers`; `said`: the question as the
+    analysis read it (its runs of content words weigh the share missing). The stems of the paper
+    names the question uses (`Papers.naming`) pick the paper, not what is asked of it, and weigh
+    nothing. `framing`: the question's words that only say how it is asked
+    (rag/query/framing.py's `framing_words`), never missing; called only when a word is."""
+    paper_ids, sentence_vectors, texts, naming = papers.ids, papers.sentence_vectors, papers.texts, papers.naming
 
     def weigh(words) -> float:
         return vocabulary.idf.total(stem for word in words for stem in stems(word) - naming)
 
-    total = weigh(word for run in question_phrases(question) for word in run)
+    total = weigh(word for run in said.phrases for word in run)
 
     # The papers' sentences as words, read only for a question that needs them (most never do).
     written = cache(lambda: [HYPHENATED_WORD.findall(text.lower()) for text in texts])
@@ -183,13 +189,12 @@ def check(
                 continue
             # An adverb they write on other words is the same degree said of a paraphrase of the word
             # ("temporally localized" for "temporally grounded").
-            if not any((stem_of(first), stem_of(then)) == pair or first == adverb.lower() for first, then in said()):
+            if not any((stem_of(first), stem_of(then)) == pair or first == adverb.lower() for first, then in pairs()):
                 out.append(adverb)
         return tuple(out)
 
-    said = cache(lambda: [pair for tokens in written() for pair in zip(tokens, tokens[1:], strict=False)])
-    # "only convex (rather than strongly convex)": the word asked bare.
-    bare = {word.lower() for word in _ONLY.findall(question)}
+    pairs = cache(lambda: [pair for tokens in written() for pair in zip(tokens, tokens[1:], strict=False)])
+    bare = said.bare  # "only convex (rather than strongly convex)": the words asked bare
 
     def only_qualified(word: str) -> bool:
         """A word the question asks for bare ("only convex") that the papers write only with an
@@ -197,14 +202,14 @@ def check(
         if word.lower() not in bare or not texts:
             return False
         wanted = stem_of(word.lower())
-        before = [first for first, then in said() if stem_of(then) == wanted]
+        before = [first for first, then in pairs() if stem_of(then) == wanted]
         return bool(before) and all(map(degree_adverb, before))
 
     def degree_adverb(word: str) -> bool:
         """An adverb in -ly, not a noun in -ly (its stem keeps the "li": "anomaly" -> "anomali")."""
         return bool(_ADVERB.fullmatch(word)) and not any(stem.endswith("li") for stem in stem_of(word.lower()))
 
-    asks_for_code = bool(ASKS_FOR_CODE.search(question))
+    asks_for_code = said.code
 
     def only_where_the_code_is(word: str) -> bool:
         """A word the papers hold only in the sentence saying where their code is ("code" of "Our code
@@ -256,7 +261,7 @@ def either(
     return [replace(c, missing=(), weight=0.0, similarity=1.0) if c.phrase in met else c for c in checks]
 
 
-def support(best: float, checks: Sequence[ConstraintCheck], high_above: float, soft_above: float) -> float:
+def held_share(best: float, checks: Sequence[ConstraintCheck], high_above: float, soft_above: float) -> float:
     """How much of the question the answering papers hold, the score `high` is decided on
     (high above 1 - missing_below): 1 when every constraint is found; 0 when what is missing is
     another thing (`ConstraintCheck.other`), whatever it weighs, or the best paper's probability

@@ -28,10 +28,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from rag.common.settings import EvidenceSettings
-from rag.common.text import stems
 from rag.index.corpus import mentions
 from rag.index.vocabulary import Vocabulary
-from rag.query.words import name_like
+from rag.query.words import Reading
 
 
 @dataclass(frozen=True)
@@ -97,25 +96,26 @@ class EvidenceModel:
 
     def assess(
         self,
-        question: str,
+        searched: Reading,
         hits: list,
         multilingual: bool = False,
         asked: str | None = None,
         tied: Collection[str] = (),
         alternatives: Sequence[Sequence[str]] = (),
     ) -> list[Evidence]:
-        """Evidence for each hit (a `retrieval.Hit`), in the hits' order. `question`: what was
-        searched; `asked`: the user's own words when a follow-up was rewritten (default: `question`):
-        only a paper named there, or `tied` to it by the question's analysis, is taken as the
-        subject whatever the scores. `alternatives`: the question's constraints joined by "or"."""
+        """Evidence for each hit (a `retrieval.Hit`), in the hits' order. `searched`: what was
+        searched, as the analysis read it; `asked`: the user's own words when a follow-up was
+        rewritten (default: what was searched): only a paper named there, or `tied` to it by the
+        question's analysis, is taken as the subject whatever the scores. `alternatives`: the
+        question's constraints joined by "or"."""
         w = self.weights(multilingual)
-        question_stems = stems(question)
-        unknown = any(not self.vocabulary.knows(word) for word in name_like(question))
+        question_stems = searched.stems
+        unknown = any(not self.vocabulary.knows(word) for word in searched.names)
         out = []
         for i, hit in enumerate(hits):
             others = max((h.dense_score for j, h in enumerate(hits) if j != i), default=0.0)
             sentence = max(hit.sentence_scores.values(), default=0.0)
-            named = hit.paper.paper_id in tied or mentions(asked or question, hit.paper.name)
+            named = hit.paper.paper_id in tied or mentions(asked or searched.text, hit.paper.name)
             coverage, elsewhere = self.vocabulary.shares(question_stems, hit.paper.paper_id, alternatives)
             logit = (
                 w.bias

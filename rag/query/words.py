@@ -1,14 +1,24 @@
-"""A question's words: its runs of content words, and the words that look like names.
-
-Read by the analysis (its constraints), the judging (what a constraint weighs) and the
-assistant (a name the conversation never used).
+"""A question's words: its runs of content words, the words that look like names, and the kind
+of sentence it asks for; `Reading` holds them for one text, made once by the analysis
+(`rag.query.analysis.read`) and read by every later stage.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from rag.common.text import HYPHENATED_WORD, STOPWORDS
+from rag.common.text import (
+    ASKS_FOR_CODE,
+    HYPHENATED_WORD,
+    NEW_WORK,
+    NEW_WORK_VERBS,
+    STOPWORDS,
+    asks_for_several,
+    content_words,
+    is_cjk,
+    stems,
+)
 
 # Name-like words: an inner capital (nuScenes), a digit (QM9), two capitals (GRPO), or a
 # capital letter not at the start of the question (a proper name).
@@ -53,3 +63,95 @@ def question_phrases(question: str) -> list[list[str]]:
         else:
             run.append(word)
     return runs + [run] if run else runs
+
+
+# What kind of sentence a question asks for (read by the extractive answer through `Reading`).
+# "Which paper / method ...?": answered by the best-ranked paper.
+_WHICH = re.compile(
+    r"\b(which|what)\s+(paper|method|model|framework|approach|benchmark|dataset|system)\b|\bname\b", re.I
+)
+# "How much / how many ...?", "what speedup": a sentence with a figure.
+_HOW_MUCH = re.compile(
+    r"\bhow (much|many|fast|large|big|long|often)\b"
+    r"|\b(speed-?up|percent|accuracy|improvement|reduc\w*|gain|number|size|rate|by what)\b",
+    re.I,
+)
+# "On which environments is X evaluated?", "Which benchmarks was it tested on?": the sentence that
+# reports the experiments ("Experiments on MiniGrid and Craftax ...", "evaluated on 18 datasets").
+_WHERE_TESTED = re.compile(
+    r"\b(which|what)\s+(\w+\s+){0,2}?(datasets?|benchmarks?|environments?|tasks?|domains?|settings?|games?)\b"
+    r"|\b(evaluated|tested|validated|benchmarked|experiments?)\s+(on|in|with)\b",
+    re.I,
+)
+# "What is X?", "What does X do?", "What does X stand for?": answered by the sentence introducing X.
+_DEFINITION = re.compile(
+    r"^\W*what\s+(is|are)\s+[^,;?]{1,60}\??\W*$|\bstand for\b|^\W*what\s+does\s+[^,;?]{1,60}\s+do\W*$", re.I
+)
+# A question that asks for the datasets or benchmarks by name (not for the tasks or the settings).
+_ASKS_DATA_NAMES = re.compile(r"\b(datasets?|benchmarks?|corpora)\b|数据集|基准", re.I)
+# "What do the papers on X propose?": each paper's contribution is asked.
+_ASKS_CONTRIBUTION = re.compile(r"\b(propos|introduc|contribut)\w*", re.I)
+# A question asking for papers that contribute something ("Which papers propose new benchmarks?"):
+# a paper holds its term only in a sentence saying what it contributes.
+_ASKS_FOR_NEW = re.compile(rf"\b({NEW_WORK_VERBS})\w*\b", re.I)
+_FOLLOW_UP = re.compile(
+    r"\b(it|its|this|that|these|those|they|them|their|the (paper|method|model|approach|authors|framework|work))\b"
+    r"|^(and|also|what about|how about)\b|它|这个|该|这篇|他们|其",
+    re.I,
+)
+# A pronoun in a comparison that names one paper ("How does its approach differ from
+# dLLM-Cache's?") stands for the other: the paper of the conversation.
+# "only convex (rather than strongly convex)": a word asked bare.
+_ONLY = re.compile(r"\bonly\s+([A-Za-z][\w-]*)", re.I)
+_PRONOUN = re.compile(r"\b(it|its|itself|they|them|their|this|these)\b|它|其", re.I)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One text (a question less what it sets aside, a part of it, or the standalone query of a
+    follow-up) as the later stages read it, derived once (`rag.query.analysis.read`)."""
+
+    text: str
+    stems: frozenset[str]  # of its content words (Snowball)
+    content: frozenset[str]  # its content words, lowercased
+    cjk: bool  # written in Chinese, Japanese or Korean: matched by the multilingual encoder
+    several: bool  # asks for every paper that qualifies ("Which papers ...?")
+    intent: str  # the kind of answer its own words ask for (`rag.query.analysis.Intent`)
+    phrases: tuple[tuple[str, ...], ...]  # runs of content words (`question_phrases`)
+    names: tuple[str, ...]  # words that look like names (`name_like`)
+    which: bool  # "Which paper / method ...?"
+    how_much: bool  # asks for a figure
+    where_tested: bool  # asks where the experiments were run
+    defining: bool  # "What is X?", "What does X do?"
+    code: bool  # asks where the code is (`ASKS_FOR_CODE`)
+    data_names: bool  # asks for the datasets or benchmarks by name
+    contribution: bool  # asks what the papers contribute ("propose", "we introduce")
+    new_work: bool  # asks for papers that bring something ("Which papers propose new benchmarks?")
+    points_back: bool  # points back into a conversation ("it", "this method", "what about")
+    pronoun: bool  # holds a pronoun that can stand for a paper of the conversation
+    bare: frozenset[str]  # words asked bare, lowercased ("only convex": not "strongly convex")
+
+
+def reading(text: str, intent: str) -> Reading:
+    """`text`'s `Reading`, given the intent its own words ask for (the analysis's `intent_of`)."""
+    return Reading(
+        text=text,
+        stems=frozenset(stems(text)),
+        content=frozenset(content_words(text)),
+        cjk=is_cjk(text),
+        several=asks_for_several(text),
+        intent=intent,
+        phrases=tuple(tuple(run) for run in question_phrases(text)),
+        names=tuple(name_like(text)),
+        which=bool(_WHICH.search(text)),
+        how_much=bool(_HOW_MUCH.search(text)),
+        where_tested=bool(_WHERE_TESTED.search(text)),
+        defining=bool(_DEFINITION.search(text)),
+        code=bool(ASKS_FOR_CODE.search(text)),
+        data_names=bool(_ASKS_DATA_NAMES.search(text)),
+        contribution=bool(NEW_WORK.search(text) or _ASKS_CONTRIBUTION.search(text)),
+        new_work=bool(_ASKS_FOR_NEW.search(text)),
+        points_back=bool(_FOLLOW_UP.search(text)),
+        pronoun=bool(_PRONOUN.search(text)),
+        bare=frozenset(word.lower() for word in _ONLY.findall(text)),
+    )

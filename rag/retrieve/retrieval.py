@@ -17,11 +17,13 @@ import numpy as np
 from rag.common.errors import PaperNotFoundError, QueryError, ScopeError
 from rag.common.limits import MAX_K, MAX_SCOPE_PAPERS
 from rag.common.settings import Settings
-from rag.common.text import NEW_WORK, is_cjk, stems
+from rag.common.text import NEW_WORK, stems
 from rag.index.corpus import Paper
 from rag.index.lexicon import NameFinder
 from rag.index.stores.base import Ranked, SearchIndex, SentenceRows
 from rag.index.vocabulary import Vocabulary
+from rag.query.analysis import read_query
+from rag.query.words import Reading
 
 
 @dataclass
@@ -103,9 +105,17 @@ class Retriever:
         return [self.papers[pid] for pid in sorted(found, key=self._order.__getitem__)]
 
     def search(self, query: str, k: int | None = None, include: Collection[str] = ()) -> Retrieval:
-        """The k best papers for `query`, and after them the papers of `include` (ids the question
-        analysis tied to the question: named, or holding its term) that did not make the k."""
+        """`find` for a query given as text (a search, not a question: nothing is set aside)."""
         query = " ".join((query or "").split())
+        if not query:
+            raise QueryError("the query is empty")
+        return self.find(read_query(query), k, include)
+
+    def find(self, reading: Reading, k: int | None = None, include: Collection[str] = ()) -> Retrieval:
+        """The k best papers for a query as the analysis read it, and after them the papers of
+        `include` (ids the question analysis tied to the question: named, or holding its term)
+        that did not make the k."""
+        query = reading.text
         if not query:
             raise QueryError("the query is empty")
         k = self.settings.k if k is None else k
@@ -113,7 +123,7 @@ class Retriever:
             raise QueryError(f"k must be between 1 and {MAX_K}")
 
         mode = self.settings.retrieval_mode
-        multilingual_embedder = self.index.multilingual_embedder if mode == "hybrid" and is_cjk(query) else None
+        multilingual_embedder = self.index.multilingual_embedder if mode == "hybrid" and reading.cjk else None
         multilingual = multilingual_embedder is not None
         candidates = self.settings.candidates
         dense: dict[str, tuple[int, float]] = {}
@@ -134,7 +144,7 @@ class Retriever:
                     # BM25 counts as much as its best paper matches the question: on a paraphrase
                     # that shares only common words with the abstract its ranking is noise, and it
                     # would push down what the dense ranking found.
-                    weight *= self.vocabulary.coverage(stems(query), min(bm25, key=lambda pid: bm25[pid][0]))
+                    weight *= self.vocabulary.coverage(reading.stems, min(bm25, key=lambda pid: bm25[pid][0]))
                 rankings.append((weight, bm25))
 
         # A paper the query names ("What is ImpQuant?") ranks first in one more list.

@@ -1,0 +1,142 @@
+"""The verdict: which retrieved papers answer a question, how confidently, and what none holds.
+
+From the best paper's calibrated probability (rag/judge/evidence.py) and the question's
+constraints found in the papers (rag/judge/constraints.py): none below `answer_above` (abstain);
+high when every constraint is found, or at `high_above` or more when those not found weigh less
+than `missing_below` of the question and none is another thing (a name, a modifier:
+`ConstraintCheck.other`); low otherwise, naming the weightiest constraint not found. Questions in
+other scripts, whose words are not matched, are high at `high_above`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from rag.common.settings import EvidenceWeights, Settings
+from rag.common.text import stems
+from rag.index.corpus import mentions
+from rag.index.stores.base import SearchIndex
+from rag.index.vocabulary import Vocabulary
+from rag.judge.constraints import ConstraintCheck, Papers, either, heaviest_unfound, held_share
+from rag.judge.constraints import check as check_constraints
+from rag.judge.evidence import Evidence, EvidenceModel, Missing
+from rag.query.analysis import Ask
+from rag.query.framing import framing_words
+from rag.retrieve.retrieval import Hit, Retrieval
+
+Confidence = Literal["high", "low", "none"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the retrieved papers can answer of a question (`Judge.verdict`)."""
+
+    hits: list[Hit]  # the papers that answer; empty: abstain
+    confidence: Confidence
+    missing: Missing | None  # the constraint a low answer names
+    support: float  # `Answer.support`: how much of the question the papers hold
+    best: float  # the best paper's probability of answering
+    checks: tuple[ConstraintCheck, ...] = ()  # the question's constraints in the papers (none: not checked)
+
+
+class Judge:
+    """Decides a verdict from the evidence and the constraints; one per index and settings."""
+
+    def __init__(self, index: SearchIndex, vocabulary: Vocabulary, settings: Settings):
+        self.index = index
+        self.vocabulary = vocabulary
+        self.settings = settings
+        self.evidence = EvidenceModel(vocabulary, settings.evidence)
+
+    def weights(self, retrieval: Retrieval) -> EvidenceWeights:
+        return self.evidence.weights(retrieval.multilingual)
+
+    def candidates(self, retrieval: Retrieval, tied: Collection[str], listing: bool = False) -> list[Hit]:
+        """The papers an answer may use: the first `answer_sources` hits (`list_sources` for a
+        list), and those the question's analysis ties to it."""
+        first = self.settings.list_sources if listing else self.settings.answer_sources
+        return retrieval.hits[:first] + [h for h in retrieval.hits[first:] if h.paper.paper_id in tied]
+
+    def assess(self, retrieval: Retrieval, ask: Ask) -> list[Evidence]:
+        """Evidence for the papers an answer may use; the papers the question itself names (not
+        those a follow-up borrowed) count as named."""
+        hits = self.candidates(retrieval, ask.tied, ask.listing)
+        said, tied = ask.said.text, ask.tied
+        return self.evidence.assess(ask.searched, hits, retrieval.multilingual, said, tied, ask.alternatives)
+
+    def verdict(self, retrieval: Retrieval, ask: Ask) -> Verdict:
+        """The papers that answer, how confidently, and the part of the question none of them
+        contains (see the module's docstring); the papers the analysis ties to the question are
+        taken as answering."""
+        evidence = self.assess(retrieval, ask)
+        several = ask.searched.several or ask.intent in ("list", "summary")
+        hits = self._sources(self.candidates(retrieval, ask.tied, ask.listing), evidence, retrieval, several)
+        if ask.only:
+            hits = [hit for hit in hits if hit.paper.paper_id in ask.only]
+        if not hits:
+            return Verdict([], "none", None, 0.0, max((e.probability for e in evidence), default=0.0))
+        w = self.weights(retrieval)
+        best = max(e.probability for e in evidence)
+        if retrieval.multilingual:
+            return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)), best)
+        checks = tuple(either(self.check_constraints(hits, ask), ask.alternatives, w.soft_above))
+        held = held_share(best, checks, w.high_above, w.soft_above)
+        unfound = heaviest_unfound(checks, w.soft_above)
+        if unfound is None or held > 1.0 - w.missing_below:
+            return Verdict(hits, "high", None, held, best, checks)
+        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
+
+    def check_constraints(self, hits: list[Hit], ask: Ask) -> list[ConstraintCheck]:
+        """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
+
+        def embed(phrases: list[str]) -> np.ndarray:
+            rows = np.asarray(self.index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)
+            return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+        # A question about named papers asks it of them, not of a neighbour that holds the words.
+        named = {p.paper_id for p in ask.named}
+        hits = [hit for hit in hits if hit.paper.paper_id in named] or hits
+        vectors = [hit.sentences.vectors for hit in hits if len(hit.sentences.texts)]
+        papers = Papers(
+            [hit.paper.paper_id for hit in hits],
+            np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),
+            [text for hit in hits for text in hit.sentences.texts],
+            self.naming(hits, ask.said.text),
+        )
+        return check_constraints(
+            ask.constraints,
+            ask.said,
+            papers,
+            self.vocabulary,
+            embed,
+            self.settings.modifier_term_uses,
+            lambda: framing_words(ask.said.text, self.settings.tagger_model),
+        )
+
+    @staticmethod
+    def naming(hits: list[Hit], asked: str) -> frozenset[str]:
+        """The stems of the paper names the question uses: they pick the paper, not what is asked of it."""
+        return frozenset(stem for hit in hits if mentions(asked, hit.paper.name) for stem in stems(hit.paper.name))
+
+    def _sources(self, hits: list[Hit], evidence: list[Evidence], retrieval: Retrieval, several: bool) -> list[Hit]:
+        best = max((e.probability for e in evidence), default=0.0)
+        if best < self.weights(retrieval).answer_above:
+            return []
+        if several and not retrieval.multilingual:
+            rules = self.settings.evidence.several
+            belongs = self.evidence.belongs(evidence)
+            # A question that asks for papers expects more than one: the likeliest members join up
+            # to `at_least`, each only if it could answer on its own (answer_above).
+            likeliest = sorted(range(len(evidence)), key=lambda i: -belongs[i])[: rules.at_least]
+            floor = self.weights(retrieval).answer_above
+            return [
+                hit
+                for i, (hit, e, p) in enumerate(zip(hits, evidence, belongs, strict=False))
+                if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)
+            ]
+        share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
+        return [hit for hit, e in zip(hits, evidence, strict=False) if e.probability >= share * best]

@@ -1,0 +1,129 @@
+"""A question's framing words, told by spaCy's tagger: the words that say how it is asked (its
+verbs, the comparatives of the asker's point of view, English's multi-word prepositions), never
+what it asks about. A constraint whose words are all framing is never "missing".
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections import defaultdict
+from functools import lru_cache
+
+# The parts of speech that say what a question is about (spaCy's universal tags), less the
+# comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
+_CONTENT_TAGS = frozenset({"NOUN", "PROPN", "ADJ", "NUM", "X", "SYM"})
+_RELATIVE_TAGS = frozenset({"JJR", "JJS"})
+# The dependencies of a participle used as a verb ("while avoiding", "keep getting beaten"), not
+# as a modifier or a noun ("federated fine-tuning", "pretrained models", "avoiding retraining").
+_VERBAL_DEPS = frozenset({"ROOT", "advcl", "ccomp", "relcl", "acl", "pcomp", "aux", "auxpass", "csubj", "parataxis"})
+_WH_DETERMINERS = frozenset({"WDT", "WP"})
+_DO = frozenset({"do", "does", "did"})
+_FINITE = frozenset({"VBZ", "VBP", "VBD"})
+_CLAUSE_ENDS = frozenset({"IN", "TO", "WDT", "WP", "WRB"})
+_ARTICLES = frozenset({"a", "an", "the", "its", "their", "this", "these", "that", "those"})
+# English's multi-word prepositions and adverbials, a closed class: their nouns say how a thing
+# is related ("in place of X", "with respect to Y", "for example"), never what it is.
+_IDIOM = re.compile(
+    r"\b(?:(?:in|with) (?:respect|regard|relation|reference|comparison|contrast|addition|response) to"
+    r"|(?:in|by) (?:the )?(?:place|terms|means|spite|front|favou?r|light|view|case|course|absence|presence|face|"
+    r"context|sake|way|lieu|behalf|excess|pursuit|support|need|service|charge) of"
+    r"|on (?:top|behalf|the basis|account) of|at the (?:cost|expense|heart|end|level) of|as a (?:result|function) of"
+    r"|in (?:line|comparison|contrast|accordance|conjunction|combination) with"
+    r"|for (?:example|instance|the most part)|in (?:practice|general|particular|short|turn|principle|total)"
+    r"|over time|at (?:the same|a) time|(?:on|in) average|in the (?:end|long run))\b",
+    re.I,
+)
+
+
+_LOADING = threading.Lock()
+
+
+def tagger(model: str):
+    """spaCy's pipeline `model`, with what tags parts of speech and parses dependencies: imported
+    and loaded once, by whichever thread asks first (about 1 s; the service, before it is healthy)."""
+    with _LOADING:
+        return _loaded_tagger(model)
+
+
+@lru_cache(maxsize=2)
+def _loaded_tagger(model: str):
+    # spaCy's thinc imports torch whenever it is installed (200 MB more in the service, which
+    # embeds questions with ONNX); the tagger runs without it. Loaded before the service takes
+    # requests, so no other thread imports torch meanwhile.
+    blocked = "torch" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        import spacy
+    finally:
+        if blocked:
+            del sys.modules["torch"]
+    return spacy.load(model, exclude=["ner", "lemmatizer"])
+
+
+def framing_words(question: str, model: str) -> frozenset[str]:
+    """The question's words (lowercased) never used in it as content: verbs, adverbs,
+    prepositions, pronouns, determiners, comparatives, stop words ("several", "whole"). What the
+    papers must hold is its nouns and adjectives; "PLANET and FedSSA both talk about alignment"
+    asks nothing of "talk". The noun a "what" or "which" picks is the kind of answer asked for,
+    not a constraint on it ("What technique does MetaDNS integrate?": whatever the abstract calls
+    it), though its modifiers are ("which control-theoretic technique"). So are the verb of a
+    do-question that the tagger takes for a noun, and the nouns of a multi-word preposition
+    ("in place of", "with respect to")."""
+
+    def do_verbs(tokens) -> set[int]:
+        """The verb of a do-question when the tagger took it for a noun ("How many tasks does X
+        contain?", "how do A and B each decide which ..."): after "do", before any verb, the first
+        bare noun, not after an article, that ends the clause (before a preposition, a wh-word or
+        the end)."""
+        out: set[int] = set()
+        for at, token in enumerate(tokens):
+            if token.lower_ not in _DO or token.tag_ not in _FINITE:
+                continue
+            for i in range(at + 2, len(tokens)):
+                word = tokens[i]
+                if word.tag_ in _FINITE or (word.tag_ == "VB" and tokens[i - 1].lower_ != "to"):
+                    break
+                after = tokens[i + 1] if i + 1 < len(tokens) else None
+                ends = after is None or after.text in "?.,;:!"
+                closes = ends or (after is not None and (after.is_punct or after.tag_ in _CLAUSE_ENDS))
+                whole = tokens[i - 1].whitespace_ and (word.whitespace_ or ends)
+                subject = tokens[i - 1].lower_ in _ARTICLES  # "does the attention in X differ"
+                if word.tag_ == "NN" and whole and closes and not subject:
+                    out.add(i)
+                    break
+        return out
+
+    tokens = list(tagger(model)(question))
+    verbs = do_verbs(tokens)
+    idioms = [match.span() for match in _IDIOM.finditer(question)]
+
+    def is_content(token) -> bool:
+        if (
+            token.is_stop
+            or any(start <= token.idx < end for start, end in idioms)
+            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children))
+            or token.i in verbs
+        ):
+            return False
+        if token.tag_ in ("VBN", "VBG"):
+            return token.dep_ not in _VERBAL_DEPS and not any(c.dep_ == "dobj" for c in token.children)
+        return token.pos_ in _CONTENT_TAGS and token.tag_ not in _RELATIVE_TAGS
+
+    content: defaultdict[str, set[bool]] = defaultdict(set)
+    flags = [is_content(token) for token in tokens]
+    for token, flag in zip(tokens, flags, strict=True):
+        content[token.text.lower()].add(flag)
+    # A word the question writes as several tokens ("don't", "control-theoretic") frames it when
+    # each of its pieces does.
+    start = 0
+    for end, token in enumerate(tokens, start=1):
+        if token.whitespace_ or end == len(tokens):
+            if end - start > 1:
+                pieces = range(start, end)
+                written = "".join(tokens[i].text for i in pieces).lower()
+                content[written].add(any(flags[i] for i in pieces if tokens[i].is_alpha))
+            start = end
+    return frozenset(word for word, uses in content.items() if True not in uses)
