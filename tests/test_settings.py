@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,34 @@ def test_the_fitted_weights_are_read_from_their_file_and_written_back_the_same(t
     written.write_text(written.read_text().replace("cite_share = 0.7\n", ""))
     with pytest.raises(ValueError, match=r"\[english\] must hold"):
         read_fitted(written)
+
+
+def test_each_setting_is_set_by_its_variable_and_read_in_its_group(monkeypatch, tmp_path):
+    from rag.common.settings import FLAT_NAMES
+
+    for variable, value in {
+        "RAG_K": "7",
+        "RAG_LLM_MODEL": "local",
+        "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
+        "RAG_MAP_TOPICS": "3",
+        "RAG_FEEDBACK_KEEP_HOURS": "2",
+        "RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE": "0.2",
+        "RAG_CORS_ORIGINS": "http://a.example,http://b.example",
+    }.items():
+        monkeypatch.setenv(variable, value)
+    settings = load_settings(index_dir=tmp_path / "index", generator="extractive")
+    assert (settings.retrieval.k, settings.llm.model, settings.llm.base_url) == (7, "local", "http://127.0.0.1:8080/v1")
+    assert (settings.map.topics, settings.feedback.keep_hours, settings.answering.generator) == (3, 2.0, "extractive")
+    assert settings.judging.evidence.english.answer_above == 0.2
+    assert settings.judging.evidence.english.bias == load_settings().judging.evidence.english.bias  # the others kept
+    assert settings.service.cors_origins == ["http://a.example", "http://b.example"]
+    assert settings.indexing.index_dir == tmp_path / "index"
+    dense = settings.model_copy(update={"retrieval_mode": "dense", "llm_fallback": False})
+    assert (dense.retrieval.retrieval_mode, dense.llm.fallback, dense.retrieval.k) == ("dense", False, 7)
+    assert settings.retrieval.retrieval_mode == "hybrid"
+    with pytest.raises(KeyError, match="not a setting"):
+        settings.model_copy(update={"retrieval_mod": "dense"})
+    # Every setting is in the README's configuration table, by its variable.
+    readme = (ROOT / "README.md").read_text().split("## Configuration")[1].split("\n### ")[0]
+    named = {v.lower().split("__")[0] for v in re.findall(r"`RAG_([A-Z0-9_]+)", readme)}
+    assert set(FLAT_NAMES) <= named, set(FLAT_NAMES) - named

