@@ -4,14 +4,15 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
 from rag.common.errors import RagError
 from rag.common.settings import Settings
 from rag.evaluation.metrics import citation_metrics, ranking_metrics
-from rag.evaluation.report import below_floors, write_report
-from rag.evaluation.runs import SPLITS, SYSTEMS, evaluate, leave_one_out, load_questions
+from rag.evaluation.report import below_floors, floors_at_head, lowered_floors, write_report
+from rag.evaluation.runs import DEFAULT_THRESHOLDS, HELD_OUT, SPLITS, SYSTEMS, evaluate, leave_one_out, load_questions
 from rag.query.analysis import INTENTS
 
 from .conftest import ROOT, SEEDS
@@ -168,8 +169,71 @@ def report(settings, corpus):
     return evaluate(extractive, splits, {name: SYSTEMS if name in ("dev", "test") else ("hybrid",) for name in splits})
 
 
-def test_the_embedded_defaults_stay_above_the_recorded_floors_on_test(report):
+def test_the_embedded_defaults_stay_above_the_recorded_floors_of_the_held_out_splits(report):
     assert below_floors(report) == []
+
+
+# The figures the README's table of latest figures shows: each held-out split is floored on every
+# one it has (a "max_" ceiling for the last two).
+README_FIGURES = (
+    "hit_at_5",
+    "citation_precision",
+    "multi_citation_recall",
+    "keyword_accuracy",
+    "multi_fact_keyword_accuracy",
+    "named_cited",
+    "shape_ok",
+    "answerable_high_gold",
+    "high_precision",
+    "off_corpus_high",
+    "false_abstention",
+)
+UNFLOORED = {("test3_contrast", "named_cited")}  # one question of it names a paper
+
+
+def test_every_held_out_split_is_floored_on_each_figure_the_readme_shows(report):
+    floors = tomllib.loads(DEFAULT_THRESHOLDS.read_text())
+    assert set(HELD_OUT) <= set(floors) and "test" in floors  # test: a second dev, floored loosely
+    for split in HELD_OUT:
+        figures, limits = report["splits"][split]["systems"]["hybrid"]["overall"], floors[split]["hybrid"]
+        for key in README_FIGURES:
+            if figures[key] is not None and (split, key) not in UNFLOORED:
+                assert key in limits or f"max_{key}" in limits, (split, key)
+
+
+def _floors(a: str, b: str = "hit_at_5 = 0.97") -> dict:
+    """Thresholds of two splits, `a` and `b`, each given as the lines of its [split.hybrid] table."""
+    return tomllib.loads(f"[a.hybrid]\n{a}\n[b.hybrid]\n{b}\n")
+
+
+def test_a_floor_lowered_since_head_fails_unless_another_floor_of_its_split_rises():
+    before = _floors("keyword_accuracy = 0.80\nmulti_citation_recall = 0.70\nmax_off_corpus_high = 0.10")
+    assert lowered_floors(before, before) == []
+    # keyword accuracy down and nothing of `a` up (a floor of another split rising does not pay)
+    lowered = _floors(
+        "keyword_accuracy = 0.75\nmulti_citation_recall = 0.70\nmax_off_corpus_high = 0.10", "hit_at_5 = 0.99"
+    )
+    (problem,) = lowered_floors(before, lowered)
+    assert problem.startswith("a: hybrid keyword_accuracy 0.8 -> 0.75 since git HEAD, and no other floor of a raised")
+    # a ceiling raised, a floor removed, a split dropped: each lowers the gate
+    looser = tomllib.loads("[a.hybrid]\nkeyword_accuracy = 0.80\nmax_off_corpus_high = 0.20\n")
+    problems = lowered_floors(before, looser)
+    assert [p.split(":")[0] for p in problems] == ["a", "b"]
+    assert "multi_citation_recall 0.7 removed" in problems[0] and "max_off_corpus_high 0.1 -> 0.2" in problems[0]
+    # traded: keyword accuracy down for several-papers recall up, or for a floor new to the split
+    traded = _floors("keyword_accuracy = 0.75\nmulti_citation_recall = 0.85\nmax_off_corpus_high = 0.10")
+    assert lowered_floors(before, traded) == []
+    added = _floors(
+        "keyword_accuracy = 0.75\nmulti_citation_recall = 0.70\nmax_off_corpus_high = 0.10\nhigh_precision = 0.95"
+    )
+    assert lowered_floors(before, added) == []
+
+
+def test_no_floor_was_lowered_since_git_head():
+    head, why = floors_at_head(DEFAULT_THRESHOLDS)
+    if head is None:
+        pytest.skip(f"floors not compared with git HEAD's: {why}")
+    assert lowered_floors(head, tomllib.loads(DEFAULT_THRESHOLDS.read_text())) == []
 
 
 def test_every_low_answer_names_a_part_of_the_question_no_cited_abstract_contains(report, corpus):

@@ -1,10 +1,12 @@
 """An evaluation's report: the failures to read, markdown tables, the plot, the report folder
-and the CI gate (floors per split and system in eval/thresholds.toml)."""
+and the CI gate (floors per split and system in eval/thresholds.toml, which only rise)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import tomllib
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -74,7 +76,8 @@ def markdown(report: dict) -> str:
         f"# Evaluation {report['created']}",
         "",
         f"Questions: {sizes}; generator `{report['generator']}`, index {report['index']}, "
-        f"{report['machine']}, {report['seconds']} s. Tune on dev; test is only reported.",
+        f"{report['machine']}, {report['seconds']} s. Tune on dev (test, used to choose, is a second dev); "
+        "test2 on are held out, only reported.",
         "",
         "## Systems",
         "",
@@ -232,8 +235,10 @@ def write_report(report: dict, reports_dir: Path) -> Path:
 
 
 def below_floors(report: dict, thresholds_path: Path = DEFAULT_THRESHOLDS) -> list[str]:
-    """Each figure under its floor in thresholds.toml ([split.system] metric = floor; names
-    starting with "max_" are ceilings on the metric named after the prefix)."""
+    """The gate: each figure under its floor in thresholds.toml ([split.system] metric = floor;
+    names starting with "max_" are ceilings on the metric named after the prefix), and each floor
+    lowered since git HEAD with no other floor of its split raised (`lowered_floors`; skipped,
+    with a warning, where git HEAD holds no such file)."""
     floors = tomllib.loads(Path(thresholds_path).read_text())
     problems = []
     for split, systems in floors.items():
@@ -249,4 +254,61 @@ def below_floors(report: dict, thresholds_path: Path = DEFAULT_THRESHOLDS) -> li
                         problems.append(f"{split} {system} {key[4:]} = {value} is above its ceiling {limit}")
                 elif figures[key] is None or figures[key] < limit:
                     problems.append(f"{split} {system} {key} = {figures[key]} is below its floor {limit}")
+    before, why = floors_at_head(thresholds_path)
+    if before is None:
+        warnings.warn(f"floors not compared with git HEAD's: {why}", stacklevel=2)
+    else:
+        problems += lowered_floors(before, floors)
     return problems
+
+
+def lowered_floors(before: dict, after: dict) -> list[str]:
+    """Floors that only rise: per split, the floors of `after` lower than in `before` (a ceiling
+    "max_" higher, a floor removed), unless the same change raises another floor of that split
+    (the metric it was traded for; a floor new to the split counts). Both are parsed thresholds."""
+    problems = []
+    for split, systems in before.items():
+        lowered, raised = [], False
+        for system, limits in systems.items():
+            new = after.get(split, {}).get(system, {})
+            for key, old in limits.items():
+                if key not in new:
+                    lowered.append(f"{system} {key} {old} removed")
+                elif _looser(key, new[key], old):
+                    lowered.append(f"{system} {key} {old} -> {new[key]}")
+                elif _looser(key, old, new[key]):
+                    raised = True
+            raised = raised or any(key not in limits for key in new)
+        for system in after.get(split, {}).keys() - systems.keys():
+            raised = raised or bool(after[split][system])
+        if lowered and not raised:
+            problems.append(
+                f"{split}: {', '.join(lowered)} since git HEAD, and no other floor of {split} raised: "
+                "raise the floor of the metric it was traded for in the same change"
+            )
+    return problems
+
+
+def _looser(key: str, limit: float, than: float) -> bool:
+    """Whether `limit` lets more through than `than`: lower for a floor, higher for a ceiling ("max_")."""
+    return limit > than if key.startswith("max_") else limit < than
+
+
+def floors_at_head(thresholds_path: Path) -> tuple[dict | None, str]:
+    """The thresholds file as git HEAD holds it, parsed; or None and why not (no git, not in a
+    checkout, not committed)."""
+    path = Path(thresholds_path).resolve()
+    git = lambda *args: subprocess.run(  # noqa: E731
+        ["git", "-C", str(path.parent), *args], capture_output=True, text=True, timeout=30
+    )
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0:
+            return None, f"{path.parent} is not in a git checkout ({top.stderr.strip()})"
+        relative = path.relative_to(Path(top.stdout.strip()).resolve()).as_posix()
+        shown = git("show", f"HEAD:{relative}")
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"git did not run ({err})"
+    if shown.returncode != 0:
+        return None, f"git HEAD holds no {relative} ({shown.stderr.strip()})"
+    return tomllib.loads(shown.stdout), ""
