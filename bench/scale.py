@@ -95,11 +95,13 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
     build = build_index(corpus, settings)
     build_s = time.perf_counter() - started
 
-    torch_model = load_embedder(settings.embedding_model)
-    nodes = chunk_papers(corpus.papers, tokenizer_of(torch_model), settings.chunk_size, settings.chunk_overlap)
+    torch_model = load_embedder(settings.indexing.embedding_model)
+    nodes = chunk_papers(
+        corpus.papers, tokenizer_of(torch_model), settings.indexing.chunk_size, settings.indexing.chunk_overlap
+    )
     texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     texts += [s.text for p in corpus.papers for s in split_sentences(p)]
-    onnx = document_embedder(build / QUERY_ENCODER, settings.embedding_model, None)
+    onnx = document_embedder(build / QUERY_ENCODER, settings.indexing.embedding_model, None)
     multilingual = load_multilingual_embedder()
 
     def seconds(model) -> float:
@@ -115,7 +117,7 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
             cwd=ROOT,
             check=True,
             stdout=subprocess.DEVNULL,
-            env={**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(SEEDS)},
+            env={**os.environ, "RAG_INDEX_DIR": str(settings.indexing.index_dir), "RAG_SEEDS_DIR": str(SEEDS)},
         )
         return time.perf_counter() - started
 

@@ -42,8 +42,8 @@ def _map_step(index_dir: str, seeds_dir: str, out: str) -> None:
     counts = SentenceTable.load(build / SENTENCES, papers).counts(papers)
     sentences = np.load(build / "sentences.npy", mmap_mode="r")
     vectors, start = [], 0
-    for first in range(0, len(papers), settings.build_batch):  # as the build has them: a batch at a time
-        batch = counts[first : first + settings.build_batch]
+    for first in range(0, len(papers), settings.store.build_batch):  # as the build has them: a batch at a time
+        batch = counts[first : first + settings.store.build_batch]
         vectors.append(paper_vectors(sentences[start : start + sum(batch)], batch))
         start += sum(batch)
     del sentences
@@ -112,14 +112,17 @@ def run(papers: int, rounds: int, seed_index: Path, search: bool = False) -> dic
 
             manifest = read_manifest(current_build(settings), verify=False)
             step = spawned(
-                _map_step, (str(settings.index_dir), str(settings.seeds_dir)), work / f"map-{label}.json", "the map"
+                _map_step,
+                (str(settings.indexing.index_dir), str(settings.indexing.seeds_dir)),
+                work / f"map-{label}.json",
+                "the map",
             )
             row = results[label] = {
                 **figures,
                 **step,
                 "build_map_s": manifest["map_seconds"],
                 "map_file_mb": (current_build(settings) / "map.json").stat().st_size / 2**20,
-                "index_mb": du_mb(Path(settings.index_dir) / "builds"),
+                "index_mb": du_mb(Path(settings.indexing.index_dir) / "builds"),
             }
             ids = [p["paper_id"] for p in json.loads((current_build(settings) / "papers.json").read_text())["papers"]]
             served = Served(env_of(settings, work / "models"), work / f"serve-{label}.log")

@@ -202,7 +202,7 @@ def run(papers: int, rounds: int, milvus_too: bool, seed_index: Path = ROOT / "i
             label = str(n or 86)
             settings, figures = build(work, n, seed_index)
             built[label] = settings
-            results[label] = {**figures, "index_mb": du_mb(Path(settings.index_dir) / "builds")}
+            results[label] = {**figures, "index_mb": du_mb(Path(settings.indexing.index_dir) / "builds")}
             print(f"built {label} papers: {figures['build_s']:.0f} s, peak RSS {figures['build_peak_rss_mb']:.0f} MB")
         milvus = MilvusServer(work / "milvus") if milvus_too else None
         try:
@@ -211,7 +211,12 @@ def run(papers: int, rounds: int, milvus_too: bool, seed_index: Path = ROOT / "i
                     served_settings = settings
                     if store == "milvus":
                         collection = f"scale{label}"
-                        args = (str(settings.index_dir), str(settings.seeds_dir), milvus.uri, collection)
+                        args = (
+                            str(settings.indexing.index_dir),
+                            str(settings.indexing.seeds_dir),
+                            milvus.uri,
+                            collection,
+                        )
                         written = spawned(_write_milvus, args, work / f"milvus-{label}.json", "the Milvus write")
                         results[label].update(written, milvus_mb=du_mb(work / "milvus"))
                         served_settings = settings.model_copy(

@@ -70,12 +70,14 @@ def bench_ingest(settings, chunks: int | None, full_build: bool) -> dict:
     from rag.index.embedding import load_embedder, resolve_model_path
     from rag.index.stores.faiss.build import EncoderTables, build_index
 
-    corpus = load_corpus(settings.seeds_dir)
-    embedder = load_embedder(settings.embedding_model)
-    nodes = chunk_papers(corpus.papers, embedder._model.tokenizer.tokenize, settings.chunk_size, settings.chunk_overlap)
+    corpus = load_corpus(settings.indexing.seeds_dir)
+    embedder = load_embedder(settings.indexing.embedding_model)
+    nodes = chunk_papers(
+        corpus.papers, embedder._model.tokenizer.tokenize, settings.indexing.chunk_size, settings.indexing.chunk_overlap
+    )
     nodes = nodes[:chunks]
     texts = [n.get_content() for n in nodes]
-    raw_model = SentenceTransformer(str(resolve_model_path(settings.embedding_model)), device="cpu")
+    raw_model = SentenceTransformer(str(resolve_model_path(settings.indexing.embedding_model)), device="cpu")
     raw_model.encode(texts[:8])
     started = time.perf_counter()
     raw_model.encode(texts, batch_size=32)
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
     settings = Settings(index_dir=args.index_dir.resolve() if args.index_dir else work / "index")
-    env = {"RAG_INDEX_DIR": str(settings.index_dir)}
+    env = {"RAG_INDEX_DIR": str(settings.indexing.index_dir)}
     report = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -186,15 +186,15 @@ def milvus_from(faiss_settings: Settings, uri: str, collection: str) -> Settings
 
 def env_of(settings: Settings, models: Path) -> dict:
     env = {
-        "RAG_INDEX_DIR": str(settings.index_dir),
-        "RAG_SEEDS_DIR": str(settings.seeds_dir),
-        "RAG_MULTILINGUAL": str(settings.multilingual).lower(),
-        "RAG_VECTOR_STORE": settings.vector_store,
+        "RAG_INDEX_DIR": str(settings.indexing.index_dir),
+        "RAG_SEEDS_DIR": str(settings.indexing.seeds_dir),
+        "RAG_MULTILINGUAL": str(settings.indexing.multilingual).lower(),
+        "RAG_VECTOR_STORE": settings.store.vector_store,
     }
-    if settings.vector_store == "milvus":
+    if settings.store.vector_store == "milvus":
         env.update(
-            RAG_MILVUS_URI=settings.milvus_uri,
-            RAG_MILVUS_COLLECTION=settings.milvus_collection,
+            RAG_MILVUS_URI=settings.store.milvus_uri,
+            RAG_MILVUS_COLLECTION=settings.store.milvus_collection,
             RAG_INDEX_DIR=str(models),
         )
     return env

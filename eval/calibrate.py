@@ -67,7 +67,7 @@ def examples(settings: Settings, every: int = 1):
         query, alone = assistant.condense(read(q["question"]), q["history"])
         retrieval = alone if alone is not None and alone.query == query else assistant.retriever.search(query)
         # Every retrieved paper, the question unanalysed: nothing tied to it, no list made longer.
-        hits = retrieval.hits[: settings.answer_sources]
+        hits = retrieval.hits[: settings.answering.answer_sources]
         assessed = assistant.judge.evidence.assess(
             read_query(retrieval.query), hits, retrieval.multilingual, q["question"]
         )
@@ -101,7 +101,7 @@ def asked(assistant: Assistant, settings: Settings, q: dict):
     """A question's analysis and its retrieval, as the assistant answers it (a list retrieves more)."""
     query, alone = assistant.condense(read(q["question"]), q["history"])
     ask = assistant.analyse(q["question"], query)
-    k = max(settings.k, settings.list_sources) if ask.listing else None
+    k = max(settings.retrieval.k, settings.answering.list_sources) if ask.listing else None
     return ask, assistant.retrieve(ask, alone, k)
 
 
@@ -334,7 +334,7 @@ def main() -> None:
     args = parser.parse_args()
     splits = args.splits.split(",")
     settings = Settings(generator="extractive")
-    current = settings.evidence
+    current = settings.judging.evidence
     high_above, missing_below, soft_above, precision, coverage = confidence_thresholds(
         confidence_examples(settings, splits, args.every)
     )

@@ -121,7 +121,9 @@ class Assistant:
         self.generator = generator or make_generator(settings, index.lexicon)
         # What stands in when the generator fails: itself when it answers verbatim.
         self.fallback: Generator = (
-            self.generator if self.generator.verbatim else ExtractiveGenerator(index.lexicon, settings.extractive)
+            self.generator
+            if self.generator.verbatim
+            else ExtractiveGenerator(index.lexicon, settings.answering.extractive)
         )
         self.judge = Judge(index, self.retriever.vocabulary, settings)
 
@@ -153,7 +155,7 @@ class Assistant:
         users = [t["content"] for t in history if t.get("role") == "user" and t.get("content")]
         if not users:
             return question, None
-        alone = self.retriever.find(said, k or self.settings.k)
+        alone = self.retriever.find(said, k or self.settings.retrieval.k)
         last_answer = next((t["content"] for t in reversed(history) if t.get("role") == "assistant"), "")
         discussed = self.retriever.named(last_answer)
         if self.stands_alone(said, alone, discussed, " ".join(t.get("content") or "" for t in history)):
@@ -191,7 +193,7 @@ class Assistant:
         named = self.retriever.named(question)
         said = read(question)
         scope = self.retriever.scope
-        if scope and not named and len(scope) <= self.settings.answer_sources and said.points_back:
+        if scope and not named and len(scope) <= self.settings.answering.answer_sources and said.points_back:
             # Asked within a few chosen papers ("Ask about this paper"), "it" or "they" are those.
             named = list(self.retriever.papers.values())
         # A follow-up's subject is the paper of the conversation ("How does its approach differ from X's?").
@@ -200,7 +202,7 @@ class Assistant:
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.cjk and ask.constraints:
             holding = self.retriever.containing(
-                ask.constraints, said.new_work, self.settings.term_papers_at_most, ask.alternatives
+                ask.constraints, said.new_work, self.settings.retrieval.term_papers_at_most, ask.alternatives
             )
         # Not the papers a follow-up borrows, which must still answer it; but a comparison sets
         # every paper it names, its own and the conversation's, side by side.
@@ -218,7 +220,7 @@ class Assistant:
         searched, found = ask.searched, {h.paper.paper_id for h in alone.hits} if alone is not None else set()
         if alone is not None and alone.query == searched.text and set(ask.tied) <= found:
             return alone
-        return self.retriever.find(searched, k or self.settings.k, ask.tied)
+        return self.retriever.find(searched, k or self.settings.retrieval.k, ask.tied)
 
     def abstention(self, hits: list[Hit], ask: Ask | None = None) -> str:
         closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]
@@ -234,7 +236,7 @@ class Assistant:
             return 1.0, sentence
         best_lexical = max(hit.sentence_scores, key=lambda s: lexical_support(sentence, s), default="")
         lexical = lexical_support(sentence, hit.paper.text)
-        if lexical >= self.settings.support_threshold and not is_cjk(sentence):
+        if lexical >= self.settings.answering.support_threshold and not is_cjk(sentence):
             return lexical, best_lexical
         rows = hit.sentences
         if not rows.texts:
@@ -242,7 +244,9 @@ class Assistant:
         if is_cjk(sentence) and self.index.multilingual_embedder is not None and rows.multilingual is not None:
             vector = self.index.multilingual_embedder.get_query_embedding(sentence)
             matrix = rows.multilingual
-            threshold_shift = self.settings.multilingual_support_threshold - self.settings.support_threshold
+            threshold_shift = (
+                self.settings.answering.multilingual_support_threshold - self.settings.answering.support_threshold
+            )
         else:
             vector = self.index.embedder.get_query_embedding(sentence)
             matrix = rows.vectors
@@ -275,7 +279,7 @@ class Assistant:
         ask = self.analyse(question, query)
         lap("analyse")
         if ask.listing:
-            k = max(k or self.settings.k, self.settings.list_sources)
+            k = max(k or self.settings.retrieval.k, self.settings.answering.list_sources)
         retrieval = self.retrieve(ask, alone, k)
         lap("retrieve")
         verdict = self.judge.verdict(retrieval, ask)
@@ -319,7 +323,7 @@ class Assistant:
             first_piece()
             yield Piece(note + joint)
         generator, fallback = self.generator, False
-        tracker = CitationTracker(sources, self.grounding, self.settings.support_threshold)
+        tracker = CitationTracker(sources, self.grounding, self.settings.answering.support_threshold)
         pieces: list[str] = []
         try:
             for piece in generator.stream(ask, sources):
@@ -336,11 +340,11 @@ class Assistant:
             if not generator.verbatim and not tracker.citations and not _not_covered(text):
                 raise GeneratorError("the language model's answer cited none of the sources")
         except GeneratorError:
-            if not self.settings.llm_fallback or (pieces and generator.verbatim):
+            if not self.settings.llm.fallback or (pieces and generator.verbatim):
                 raise
             # The fallback's answer replaces whatever was shown; the final Answer is authoritative.
             generator, fallback = self.fallback, True
-            tracker = CitationTracker(sources, self.grounding, self.settings.support_threshold)
+            tracker = CitationTracker(sources, self.grounding, self.settings.answering.support_threshold)
             pieces = [tracker.feed(p) for p in generator.stream(ask, sources)]
             pieces.append(tracker.finish())
         text = "".join(pieces).strip()

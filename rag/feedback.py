@@ -65,8 +65,8 @@ class FeedbackStore:
 
     def __init__(self, settings: Settings):
         self.url = settings.feedback_url
-        self.keep_answers = settings.feedback_keep_answers
-        self.keep_for = timedelta(hours=settings.feedback_keep_hours)
+        self.keep_answers = settings.feedback.keep_answers
+        self.keep_for = timedelta(hours=settings.feedback.keep_hours)
         self._engine: Engine | None = None
         self._lock = threading.Lock()
         self._kept = 0

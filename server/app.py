@@ -39,11 +39,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except ConfigError as exc:  # uvicorn server.app:create_app --factory with a bad RAG_* variable
             fatal(str(exc))
             raise SystemExit(2) from None
-    configure_logging(settings.log_format, settings.library_log_level)
+    configure_logging(settings.service.log_format, settings.service.library_log_level)
     # bm25s tokenises through tqdm (bars off), whose default lock is a multiprocessing semaphore
     # that a worker leaves behind: the resource tracker would print "leaked semaphore" at shutdown.
     tqdm.set_lock(threading.RLock())
-    PARTS.inject(settings.fail_parts)
+    PARTS.inject(settings.faults.fail_parts)
     initial_states(settings)
     in_flight = {"answers": 0}
     metrics = Metrics(in_flight)
@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def with_mcp() -> tuple[MCPServer | None, ASGIApp]:
         built = build_mcp(ready_assistant)
-        return built, built.streamable_http_app(streamable_http_path="/", host=settings.host)
+        return built, built.streamable_http_app(streamable_http_path="/", host=settings.service.host)
 
     # MCP is an optional part: when it cannot be built, /mcp/ answers 503 and the rest serves.
     unavailable = error_response(503, "mcp_unavailable", "the MCP endpoint failed to start; see the service log")
@@ -93,25 +93,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(
         LimitsAndLogging,
-        max_body_bytes=settings.max_body_bytes,
-        max_chat_body_bytes=settings.max_chat_body_bytes,
-        max_answers=settings.max_answers_in_flight,
+        max_body_bytes=settings.service.max_body_bytes,
+        max_chat_body_bytes=settings.service.max_chat_body_bytes,
+        max_answers=settings.service.max_answers_in_flight,
         in_flight=in_flight,
         metrics=metrics,
     )
     # Outermost: every log line of a request, the request line included, carries its id, and the
     # response echoes it in X-Request-ID (the caller's own id when it sends a valid one).
     app.add_middleware(CorrelationIdMiddleware, header_name="X-Request-ID")
-    if settings.cors_origins:
+    if settings.service.cors_origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=settings.cors_origins,
+            allow_origins=settings.service.cors_origins,
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type"],
         )
     install_handlers(app, metrics.llm_errors)
     for router in (service.router, answers.router, papers.router, explore.router, feedback_routes.router):
         app.include_router(router)
-    app.mount("/mcp", BearerKey(mcp_transport, settings.api_key))
+    app.mount("/mcp", BearerKey(mcp_transport, settings.service.api_key))
     app.mount("/static", StaticFiles(directory=service.STATIC), name="static")
     return app

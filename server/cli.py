@@ -75,7 +75,7 @@ def cmd_index(args, settings: Settings) -> int:
     if remote is not None and remote.done:
         print(remote.done)
     if report.build is None:
-        print(f"index is up to date: {report.papers} papers ({settings.index_dir})")
+        print(f"index is up to date: {report.papers} papers ({settings.indexing.index_dir})")
         return 0
     if report.caught_up:
         print(
@@ -181,7 +181,7 @@ def cmd_eval(args, settings: Settings) -> int:
 
     if args.generator:
         settings = settings.model_copy(update={"generator": args.generator})
-    corpus = load_corpus(settings.seeds_dir)
+    corpus = load_corpus(settings.indexing.seeds_dir)
     files = {path.stem: path for path in args.questions} if args.questions else {s: SPLITS[s] for s in args.split}
     splits = {name: load_questions(path, corpus) for name, path in files.items()}
     if args.leave_one_out:
@@ -233,21 +233,21 @@ def cmd_serve(args, settings: Settings) -> int:
     # The port opens at once: each worker serves the last good build and catches up with the
     # seed folder (or builds a first index) in the background.
     # Workers read their settings from the environment: hand them the folders named here.
-    os.environ["RAG_SEEDS_DIR"] = str(Path(settings.seeds_dir).resolve())
-    os.environ["RAG_INDEX_DIR"] = str(Path(settings.index_dir).resolve())
+    os.environ["RAG_SEEDS_DIR"] = str(Path(settings.indexing.seeds_dir).resolve())
+    os.environ["RAG_INDEX_DIR"] = str(Path(settings.indexing.index_dir).resolve())
     if args.workers > 1:
         # Workers share the cores: two torch threads per worker would oversubscribe them
         # (bench: /search under 16 connections, 2 workers, 52.6 -> 65.2 req/s with one thread).
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.workers)))
-    configure_logging(settings.log_format, settings.library_log_level)  # this process's warnings too
+    configure_logging(settings.service.log_format, settings.service.library_log_level)  # this process's warnings too
     uvicorn.run(
         "server.app:create_app",
         factory=True,
-        host=args.host or settings.host,
-        port=args.port or settings.port,
+        host=args.host or settings.service.host,
+        port=args.port or settings.service.port,
         workers=args.workers,
         # Every line on stderr as server/logs.py writes it, in this process and in each worker.
-        log_config=logging_config(settings.log_format, settings.library_log_level),
+        log_config=logging_config(settings.service.log_format, settings.service.library_log_level),
         log_level="info",
         access_log=False,  # the service logs each request itself, as JSON with its request id
     )
@@ -261,7 +261,7 @@ def cmd_mcp(args, settings: Settings) -> int:
     from .mcp_server import build_mcp
 
     # stdout carries the protocol: the note about the seed folder and any log go to stderr.
-    configure_logging(settings.log_format, settings.library_log_level)
+    configure_logging(settings.service.log_format, settings.service.library_log_level)
     assistant = Assistant(_open_index(settings), settings)
     server = build_mcp(lambda: assistant)
     claim_handlers()  # should the SDK have set up logging of its own

@@ -29,9 +29,9 @@ def keeper(request: Request) -> AssistantKeeper:
 def authorised(
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer), settings: Settings = Depends(settings)
 ) -> None:
-    if not settings.api_key:
+    if not settings.service.api_key:
         return
-    if credentials is None or not secrets.compare_digest(credentials.credentials.strip(), settings.api_key):
+    if credentials is None or not secrets.compare_digest(credentials.credentials.strip(), settings.service.api_key):
         raise ApiError(
             401,
             "unauthorized",

@@ -42,7 +42,7 @@ class AssistantKeeper:
     def _make(self, loaded=None) -> Assistant:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
-        tagger(self.settings.tagger_model)  # rag/query/framing.py: before the first question, not on it
+        tagger(self.settings.judging.tagger_model)  # rag/query/framing.py: before the first question, not on it
         PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made
@@ -105,7 +105,7 @@ class AssistantKeeper:
     def _pending(self, assistant: Assistant) -> int:
         from rag.index.corpus import load_corpus
 
-        return SeedChanges.between(assistant.index.corpus, load_corpus(self.settings.seeds_dir)).pending
+        return SeedChanges.between(assistant.index.corpus, load_corpus(self.settings.indexing.seeds_dir)).pending
 
     def get(self) -> Assistant:
         """The assistant to answer with, or a 503 that says why there is none yet."""
@@ -124,7 +124,7 @@ class AssistantKeeper:
         serving. Checked every `follow_seconds`, requests or not."""
         said = None
         while True:
-            time.sleep(self.settings.follow_seconds)
+            time.sleep(self.settings.store.follow_seconds)
             if self.assistant is None or self.catching_up or self._adding.locked():
                 continue
             try:

@@ -19,8 +19,8 @@ PROBE_SECONDS = 3.0  # how long a probe waits for an answer before calling the p
 
 def _llm(settings: Settings) -> None:
     """Any HTTP answer from the endpoint's model list means it is there (a 401 is the key's problem)."""
-    base = (settings.llm_base_url or "https://api.openai.com/v1").rstrip("/")
-    headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
+    base = (settings.llm.base_url or "https://api.openai.com/v1").rstrip("/")
+    headers = {"Authorization": f"Bearer {settings.llm.api_key}"} if settings.llm.api_key else {}
     httpx.get(f"{base}/models", headers=headers, timeout=PROBE_SECONDS)
 
 
@@ -43,7 +43,7 @@ def initial_states(settings: Settings) -> None:
 def import_store_client(settings: Settings) -> None:
     """Import the Milvus client before any thread does: pymilvus imported by two threads at once
     (the index loader, the store probe) can meet its own modules half initialised."""
-    if settings.vector_store == "milvus":
+    if settings.store.vector_store == "milvus":
         import rag.index.stores.milvus.collections  # noqa: F401
 
 
@@ -55,7 +55,7 @@ def probe_parts(settings: Settings, feedback: FeedbackStore) -> threading.Thread
             PARTS.set("feedback", "ok")  # a file made on first use (its folder was checked at start)
         else:
             PARTS.probe("feedback", feedback.check)
-        if settings.vector_store == "milvus" and "://" in settings.milvus_address:
+        if settings.store.vector_store == "milvus" and "://" in settings.milvus_address:
             PARTS.probe("store", lambda: _milvus(settings))
 
     thread = threading.Thread(target=probe, name="probe-parts", daemon=True)

@@ -234,8 +234,8 @@ def test_which_papers_questions_add_only_papers_that_could_answer_alone(loaded_i
     cite_above, 0.15, a paper that only may belong joins a list: recall over precision.)"""
     from rag.assistant import Assistant
 
-    several = settings.evidence.several.model_copy(update={"at_least": 5, "cite_above": 0.5})
-    padded = settings.model_copy(update={"evidence": settings.evidence.model_copy(update={"several": several})})
+    several = settings.judging.evidence.several.model_copy(update={"at_least": 5, "cite_above": 0.5})
+    padded = settings.model_copy(update={"evidence": settings.judging.evidence.model_copy(update={"several": several})})
     answer = Assistant(loaded_index, padded).ask("Which papers study federated learning?")
     assert [c.name for c in answer.citations] == ["FedSSA"]
 

@@ -138,7 +138,11 @@ def test_a_structured_answer_is_shown_sentence_by_sentence_with_checked_markers(
     item = schema["properties"]["sentences"]["items"]
     assert item["required"] == ["source", "text"] and list(item["properties"]) == ["source", "text"]  # number first
     numbers = item["properties"]["source"]["enum"]
-    assert numbers[0] == 1 and numbers == list(range(1, len(numbers) + 1)) and len(numbers) <= settings.answer_sources
+    assert (
+        numbers[0] == 1
+        and numbers == list(range(1, len(numbers) + 1))
+        and len(numbers) <= settings.answering.answer_sources
+    )
     assert len(pieces) == 3 and pieces[0].startswith("MedMosaic is a medical audio question-answering dataset [1].")
     assert markers(answer.text) == [1, 1]  # [9]: not a source: dropped, its sentence shown unmarked
     assert "Bananas are yellow." in answer.text

@@ -227,20 +227,22 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     from rag.query.framing import framing_words
 
     question = "P1 and P3 both talk about images. What exactly gets distilled in each, for video?"
-    framing = framing_words(question, Settings().tagger_model)
+    framing = framing_words(question, Settings().judging.tagger_model)
     assert {"talk", "exactly", "gets", "both", "each"} <= framing and not {"images", "video"} & framing
     # Participles that qualify a noun, and nouns, are content; comparatives relate the question to the asker.
     assert not {"federated", "pretrained"} & framing_words(
-        "Is there federated fine-tuning of pretrained models?", Settings().tagger_model
+        "Is there federated fine-tuning of pretrained models?", Settings().judging.tagger_model
     )
-    assert "earlier" in framing_words("What shortcoming of earlier models motivates it?", Settings().tagger_model)
+    assert "earlier" in framing_words(
+        "What shortcoming of earlier models motivates it?", Settings().judging.tagger_model
+    )
     # The noun "what" or "which" picks is the kind of answer, its modifiers are content; a
     # participle heading a clause is a verb, one that is its verb's object is what is asked;
     # stop words and contractions frame.
     answer_kind = framing_words(
         "Which control-theoretic technique does GHOST approximate while avoiding retraining of models "
         "that don't use several experts?",
-        Settings().tagger_model,
+        Settings().judging.tagger_model,
     )
     assert {"technique", "avoiding", "don't", "several"} <= answer_kind
     assert not {"control-theoretic", "control", "theoretic", "retraining", "models", "experts"} & answer_kind
@@ -254,10 +256,12 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
         ("How are the graphs aligned with respect to their labels?", "respect", "labels"),
         ("How is uncertainty quantified, for example with Bayesian neural operators?", "example", "bayesian"),
     ]:
-        frames = framing_words(question, Settings().tagger_model)
+        frames = framing_words(question, Settings().judging.tagger_model)
         assert verb in frames and content not in frames, question
     # A noun after an article is the subject, not a verb the tagger missed.
-    assert "attention" not in framing_words("How does the attention in LoSA differ from X?", Settings().tagger_model)
+    assert "attention" not in framing_words(
+        "How does the attention in LoSA differ from X?", Settings().judging.tagger_model
+    )
 
     words = vocabulary(DISTILLED, PLAIN)
     found = check(

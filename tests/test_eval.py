@@ -348,9 +348,9 @@ def test_calibrate_fits_the_evidence_weights_on_dev_and_writes_them(index_dir, t
     assert "cross-validated, answer_above" in out.stdout and "leave-one-out" in out.stdout
     evidence = read_fitted(written)  # valid settings
     settings = Settings()
-    assert evidence.english.cite_share == settings.evidence.english.cite_share  # chosen by hand: kept
-    assert evidence.several.cite_above == settings.evidence.several.cite_above
+    assert evidence.english.cite_share == settings.judging.evidence.english.cite_share  # chosen by hand: kept
+    assert evidence.several.cite_above == settings.judging.evidence.several.cite_above
     assert f"bias {evidence.english.bias}" in out.stdout
     assert "[fit.confidence]" in written.read_text() and "every = 3" in written.read_text()
-    cite_above = settings.evidence.several.cite_above
+    cite_above = settings.judging.evidence.several.cite_above
     assert f"cross-validated, cite_above {cite_above}: citation precision" in out.stdout

@@ -81,7 +81,7 @@ def test_an_exception_mid_build_leaves_the_previous_index_loadable(tmp_path, sma
     with pytest.raises(IndexWriteError, match="disk full.*current index is unchanged.*rag index"):
         build_index(corpus, settings)
     assert load_index(settings, corpus).path == good
-    assert not list((settings.index_dir / "builds").glob(".tmp-*"))
+    assert not list((settings.indexing.index_dir / "builds").glob(".tmp-*"))
 
 
 def test_a_killed_build_leaves_the_previous_index_loadable(tmp_path, small_seeds):
@@ -90,13 +90,13 @@ def test_a_killed_build_leaves_the_previous_index_loadable(tmp_path, small_seeds
     good = build_index(corpus, settings)
     env = {
         **os.environ,
-        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_INDEX_DIR": str(settings.indexing.index_dir),
         "RAG_SEEDS_DIR": str(SEEDS),
         "RAG_MULTILINGUAL": "false",
     }
     proc = subprocess.Popen([sys.executable, "-m", "server.cli", "index", "-q"], cwd=ROOT, env=env)
     deadline = time.monotonic() + 120
-    while not list((settings.index_dir / "builds").glob(".tmp-*")) and time.monotonic() < deadline:
+    while not list((settings.indexing.index_dir / "builds").glob(".tmp-*")) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)  # well inside the build (it embeds for several seconds)
     proc.send_signal(signal.SIGKILL)
@@ -173,8 +173,11 @@ def test_the_int8_encoder_a_build_writes_embeds_questions_close_to_the_model(loa
     assert int8.stat().st_size < 0.8 * fp32.stat().st_size  # int8 weights
     assert os.path.samefile(quantised.embedder.onnx_path, quantised.path / QUERY_ENCODER_INT8)
     # The build and the loaded index share one ONNX session.
-    assert cached_query_encoder(fp32.parent, settings.embedding_model, settings.int8_min_cosine) is quantised.embedder
-    reference = load_embedder(settings.embedding_model)
+    assert (
+        cached_query_encoder(fp32.parent, settings.indexing.embedding_model, settings.indexing.int8_min_cosine)
+        is quantised.embedder
+    )
+    reference = load_embedder(settings.indexing.embedding_model)
     for text in [
         "rotary embeddings for vision transformers",
         "What speedup does Jacobi Forcing report?",
@@ -195,7 +198,7 @@ def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors
 
     from rag.index.embedding import load_embedder
 
-    model = load_embedder(settings.embedding_model)._model
+    model = load_embedder(settings.indexing.embedding_model)._model
     sentences = loaded_index.sentences[::40]
     expected = model.encode([s.text for s in sentences], normalize_embeddings=True)
     stored = loaded_index.sentence_vectors[::40]
@@ -232,7 +235,7 @@ def test_a_rebuild_reuses_the_export_and_embeds_to_the_same_vectors(small_seeds,
     probe = (
         "import sys; from rag.common.settings import Settings; from rag.index.corpus import load_corpus; "
         "from rag.index.stores.faiss import build_index; s = Settings(); "
-        "print(build_index(load_corpus(s.seeds_dir), s), 'torch' in sys.modules, "
+        "print(build_index(load_corpus(s.indexing.seeds_dir), s), 'torch' in sys.modules, "
         "'sentence_transformers' in sys.modules)"
     )
     env = {

@@ -23,8 +23,8 @@ from .conftest import ROOT, Server, small_settings
 
 def env_for(settings) -> dict:
     return {
-        "RAG_INDEX_DIR": str(settings.index_dir),
-        "RAG_SEEDS_DIR": str(settings.seeds_dir),
+        "RAG_INDEX_DIR": str(settings.indexing.index_dir),
+        "RAG_SEEDS_DIR": str(settings.indexing.seeds_dir),
         "RAG_MULTILINGUAL": "false",
     }
 
@@ -91,7 +91,7 @@ def test_a_damaged_build_published_under_a_running_service_is_refused(tmp_path, 
             shutil.copytree(good, bad)
             damage(bad)
             failures = server.log().count("reload_failed")
-            point_current_at(settings.index_dir, bad)
+            point_current_at(settings.indexing.index_dir, bad)
             deadline = time.monotonic() + 30
             while server.log().count("reload_failed") == failures and time.monotonic() < deadline:
                 still_serving(server, papers)  # each request lets the service notice the new build
@@ -106,7 +106,7 @@ def test_a_damaged_build_published_under_a_running_service_is_refused(tmp_path, 
             error = fresh.last_health.json()["error"]
             assert error["code"] == "loading" and message in error["message"], error
             assert code in fresh.log()  # the log line names the kind of damage
-            point_current_at(settings.index_dir, good)
+            point_current_at(settings.indexing.index_dir, good)
     finally:
         server.stop()
 
@@ -138,8 +138,8 @@ def test_a_full_disk_during_a_build_keeps_the_previous_index_serving(tmp_path, g
     server = served(tmp_path, settings)
     try:
         assert_clear_failure(rag_index(settings, limit_bytes=64 * 1024), "File too large")
-        assert (settings.index_dir / "current").resolve() == good
-        assert not list((settings.index_dir / "builds").glob(".tmp-*"))
+        assert (settings.indexing.index_dir / "current").resolve() == good
+        assert not list((settings.indexing.index_dir / "builds").glob(".tmp-*"))
         still_serving(server, papers)
     finally:
         server.stop()
@@ -171,7 +171,7 @@ def read_only():
 
 def test_a_read_only_index_folder_serves_and_refuses_writes_clearly(tmp_path, good, read_only):
     settings, _, papers = good
-    reason = read_only(settings.index_dir)
+    reason = read_only(settings.indexing.index_dir)
 
     assert_clear_failure(rag_index(settings), reason)
     server = served(tmp_path, settings)

@@ -26,7 +26,7 @@ def built_small_index(tmp_path, seeds) -> tuple:
     build_index(load_corpus(seeds), settings)
     env = {
         **os.environ,
-        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_INDEX_DIR": str(settings.indexing.index_dir),
         "RAG_SEEDS_DIR": str(seeds),
         "RAG_MULTILINGUAL": "false",
     }
@@ -72,14 +72,14 @@ def test_a_crash_mid_add_loses_nothing_already_indexed(tmp_path, small_seeds, mo
     after = load_index(settings)
     assert after.path == good
     assert [p.paper_id for p in after.corpus.papers] == [p.paper_id for p in before.papers]
-    assert not list((settings.index_dir / "builds").glob(".tmp-*"))
+    assert not list((settings.indexing.index_dir / "builds").glob(".tmp-*"))
 
 
 def test_post_papers_while_four_clients_search(tmp_path, small_seeds):
     settings = small_settings(tmp_path, small_seeds)
     build_index(load_corpus(small_seeds), settings)
     env = {
-        "RAG_INDEX_DIR": str(settings.index_dir),
+        "RAG_INDEX_DIR": str(settings.indexing.index_dir),
         "RAG_SEEDS_DIR": str(small_seeds),
         "RAG_MULTILINGUAL": "false",
         "RAG_API_KEY": "adder",

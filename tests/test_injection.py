@@ -44,7 +44,7 @@ def hostile_service(tmp_path_factory):
     settings = small_settings(tmp, seeds)
     build_index(load_corpus(seeds), settings)
     server = Server(
-        {"RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false"},
+        {"RAG_INDEX_DIR": str(settings.indexing.index_dir), "RAG_SEEDS_DIR": str(seeds), "RAG_MULTILINGUAL": "false"},
         tmp / "server.log",
     )
     yield server

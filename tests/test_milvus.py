@@ -110,8 +110,8 @@ def milvus_rows(env: dict, table: str, paper_id: str) -> int:
 
     settings = settings_of(env)
     client = collections.connect(settings)
-    meta = collections.read_meta(client, settings.milvus_collection)
-    name = collections.Names(settings.milvus_collection, meta["generation"]).of(table)
+    meta = collections.read_meta(client, settings.store.milvus_collection)
+    name = collections.Names(settings.store.milvus_collection, meta["generation"]).of(table)
     return len(client.query(name, filter=f'paper_id == "{paper_id}"', output_fields=["paper_id"], limit=1000))
 
 
@@ -202,7 +202,7 @@ def test_a_replica_killed_during_an_add(built, replica_b, stage, tmp_path, repli
     retried = httpx.post(f"{replica_b.url}/papers", json=body, timeout=120)
     assert retried.status_code == 201, retried.text
     assert len(retried.json()["added"]) == (0 if stage == "after-publish" else 1)
-    embedder = load_embedder(settings_of(built).embedding_model)
+    embedder = load_embedder(settings_of(built).indexing.embedding_model)
     chunks = chunk_papers(build_corpus([("x.txt", [text])]).papers, tokenizer_of(embedder), 200, 40)
     assert milvus_rows(built, "papers", paper_id) == 1
     assert milvus_rows(built, "chunks", paper_id) == len(chunks)  # what a dead attempt wrote was replaced

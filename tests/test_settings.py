@@ -181,7 +181,7 @@ def test_the_fitted_weights_are_read_from_their_file_and_written_back_the_same(t
 
     packaged = fitted()
     assert packaged.english.answer_above == 0.11 and packaged.several.at_least == 2
-    assert load_settings().evidence == packaged  # the settings' defaults are the file's
+    assert load_settings().judging.evidence == packaged  # the settings' defaults are the file's
     record = {"english": fit_record(["dev", "dev leave-one-out"], every=3, false_abstention=0.03)}
     changed = packaged.model_copy(update={"english": packaged.english.model_copy(update={"bias": -6.123456789})})
     written = tmp_path / "fitted_weights.toml"

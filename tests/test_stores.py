@@ -62,9 +62,9 @@ def settings(request, tmp_path_factory) -> Settings:
 
 def test_a_build_holds_every_seed_paper_once_in_order(settings):
     index = open_index(settings)
-    seeds = load_corpus(settings.seeds_dir)
+    seeds = load_corpus(settings.indexing.seeds_dir)
     assert [p.paper_id for p in index.corpus.papers] == [p.paper_id for p in seeds.papers]
-    assert index.store == settings.vector_store and index.chunks >= len(seeds)
+    assert index.store == settings.store.vector_store and index.chunks >= len(seeds)
     assert index.is_current() and index.version and str(index.path)
 
 
@@ -116,7 +116,7 @@ def test_every_paper_has_a_place_on_the_map_and_a_labelled_topic(settings):
 
 def test_an_add_is_published_whole_and_once(settings):
     before = load_index(settings)
-    added = add_seed_texts(settings, [("wombat.txt", new_abstract(settings.vector_store))])
+    added = add_seed_texts(settings, [("wombat.txt", new_abstract(settings.store.vector_store))])
     assert len(added.added) == 1 and not added.duplicates and added.build is not None
     assert not before.is_current()  # readers see that a newer state was published
     after = load_index(settings)
@@ -129,11 +129,11 @@ def test_an_add_is_published_whole_and_once(settings):
     assert after.topic_map.topics == before.topic_map.topics
     rows = after.sentences_of([new])[new]
     vector = paper_vectors(np.asarray(rows.vectors), [len(rows.texts)])[0]
-    near = nearest_papers(before, vector, settings.map_neighbours, settings, exclude=[new])  # Milvus: live
+    near = nearest_papers(before, vector, settings.map.neighbours, settings, exclude=[new])  # Milvus: live
     expected = place(near, before.topic_map.places)
     got = after.topic_map.places[new]
     assert got.topic == expected.topic and abs(got.x - expected.x) < 1e-3 and abs(got.y - expected.y) < 1e-3
-    again = add_seed_texts(settings, [("again.txt", new_abstract(settings.vector_store))])
+    again = add_seed_texts(settings, [("again.txt", new_abstract(settings.store.vector_store))])
     assert again.build is None and not again.added and len(again.duplicates) == 1
     assert load_index(settings).version == after.version
 
@@ -143,13 +143,15 @@ def test_a_bad_file_is_refused_before_anything_is_written(settings):
     with pytest.raises(CorpusError, match="bad.txt"):
         add_seed_texts(settings, [("bad.txt", b"\x00\x01binary")])
     assert load_index(settings).version == before.version
-    assert not [p.name for p in Path(settings.seeds_dir).iterdir() if p.name.startswith(".")]  # nothing pending
+    assert not [
+        p.name for p in Path(settings.indexing.seeds_dir).iterdir() if p.name.startswith(".")
+    ]  # nothing pending
 
 
 def test_catch_up_embeds_the_difference_and_a_rebuild_keeps_adds(settings):
     store = store_for(settings)
-    kept = add_seed_texts(settings, [("kept.txt", new_abstract(f"kept-{settings.vector_store}"))]).added[0]
-    seeds = Path(settings.seeds_dir)
+    kept = add_seed_texts(settings, [("kept.txt", new_abstract(f"kept-{settings.store.vector_store}"))]).added[0]
+    seeds = Path(settings.indexing.seeds_dir)
     shutil.copy(THIRD_FILE, seeds / THIRD_FILE.name)
     try:
         assert store.seeds_changed(settings, load_index(settings)) == (not store.records_adds)

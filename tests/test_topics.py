@@ -204,7 +204,7 @@ def test_rag_add_places_the_new_paper_among_its_neighbours_and_moves_no_other(tm
     # The layout of large corpora, on the seeds: the one test of UMAP's path. The builds run in
     # this process (UMAP's numba functions compile once per process); the add runs as a user runs it.
     settings = small_settings(tmp_path, seeds).model_copy(update={"map_umap_above": 50})
-    env = {**os.environ, "RAG_INDEX_DIR": str(settings.index_dir), "RAG_SEEDS_DIR": str(seeds)}
+    env = {**os.environ, "RAG_INDEX_DIR": str(settings.indexing.index_dir), "RAG_SEEDS_DIR": str(seeds)}
     env["RAG_MULTILINGUAL"] = "false"
     env["RAG_MAP_UMAP_ABOVE"] = "50"
 
@@ -228,7 +228,7 @@ def test_rag_add_places_the_new_paper_among_its_neighbours_and_moves_no_other(tm
     assert place.topic == before.topic_map.places[jacobi.paper_id].topic  # the speed-ups' topic
     rows = after.sentences_of([new.paper_id])[new.paper_id]
     vector = paper_vectors(np.asarray(rows.vectors), [len(rows.texts)])[0]
-    near = nearest_papers(before, vector, settings.map_neighbours, settings)
+    near = nearest_papers(before, vector, settings.map.neighbours, settings)
     assert len(SPEED_UPS & {before.corpus.get(n.paper_id).name for n in near[:6]}) >= 3
     spots = [before.topic_map.places[n.paper_id] for n in near]
     assert min(s.x for s in spots) <= place.x <= max(s.x for s in spots)

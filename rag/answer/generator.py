@@ -40,7 +40,9 @@ class Generator(Protocol):
 
 def uses_llm(settings: Settings) -> bool:
     """`auto` means the LLM only when an endpoint is set."""
-    return settings.generator == "llm" or (settings.generator == "auto" and bool(settings.llm_base_url))
+    return settings.answering.generator == "llm" or (
+        settings.answering.generator == "auto" and bool(settings.llm.base_url)
+    )
 
 
 def make_generator(settings: Settings, lexicon: Lexicon | None = None) -> Generator:
@@ -48,4 +50,4 @@ def make_generator(settings: Settings, lexicon: Lexicon | None = None) -> Genera
     the extractive generator's word weights."""
     if uses_llm(settings):
         return LLMGenerator(settings)
-    return ExtractiveGenerator(lexicon, settings.extractive)
+    return ExtractiveGenerator(lexicon, settings.answering.extractive)

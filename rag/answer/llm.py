@@ -144,16 +144,16 @@ class LLMGenerator:
 
         self.settings = settings
         self.client = client or OpenAI(
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key or "not-needed",
-            timeout=settings.llm_timeout,
-            max_retries=settings.llm_max_retries,
+            base_url=settings.llm.base_url,
+            api_key=settings.llm.api_key or "not-needed",
+            timeout=settings.llm.timeout,
+            max_retries=settings.llm.max_retries,
         )
 
     def _errors(self, exc: Exception) -> GeneratorError:
         import openai
 
-        where = self.settings.llm_base_url or "the OpenAI API"
+        where = self.settings.llm.base_url or "the OpenAI API"
         # openai wraps its HTTP library's errors, or lets them through when a stream stalls or
         # breaks; that library is httpx or its fork httpx2 depending on the version, so the
         # transport errors are recognised by class name.
@@ -161,7 +161,7 @@ class LLMGenerator:
         kinds = {kind.__name__ for kind in type(cause).__mro__}
         if isinstance(exc, openai.APITimeoutError) or "TimeoutException" in kinds:
             return GeneratorTimeout(
-                f"the language model at {where} did not answer within {self.settings.llm_timeout:g} s"
+                f"the language model at {where} did not answer within {self.settings.llm.timeout:g} s"
             )
         if kinds & {"RemoteProtocolError", "ReadError"}:
             return GeneratorError(f"the connection to the language model at {where} broke mid-answer")
@@ -181,7 +181,7 @@ class LLMGenerator:
         try:
             # `with` closes the connection when the caller stops early (a client that left).
             with self.client.chat.completions.create(
-                model=self.settings.llm_model,
+                model=self.settings.llm.model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 max_tokens=max_tokens,
                 temperature=0,
@@ -194,7 +194,7 @@ class LLMGenerator:
                         continue
                     produced += piece
                     if repeats_instructions(produced[-len(piece) - 200 :], system):
-                        where = self.settings.llm_base_url or "the OpenAI API"
+                        where = self.settings.llm.base_url or "the OpenAI API"
                         raise GeneratorError(
                             f"the language model at {where} repeated its instructions instead of answering"
                         )
@@ -210,12 +210,12 @@ class LLMGenerator:
         except Exception as exc:  # the openai client raises many types; each becomes one message
             raise self._errors(exc) from exc
         if not produced:
-            where = self.settings.llm_base_url or "the OpenAI API"
+            where = self.settings.llm.base_url or "the OpenAI API"
             raise GeneratorError(f"the language model at {where} returned an empty or unreadable answer")
 
     @property
     def _endpoint(self) -> str:
-        return self.settings.llm_base_url or "the OpenAI API"
+        return self.settings.llm.base_url or "the OpenAI API"
 
     def _formats(self) -> list[str]:
         """The response formats to try, in order: the one this endpoint accepted before, or all."""
@@ -227,7 +227,7 @@ class LLMGenerator:
     def _structured(self, system: str, user: str, max_tokens: int, schema: dict) -> Iterator[str] | None:
         """The reply as a JSON text stream in the first response format the endpoint accepts
         (remembered), or None when it accepts none (text mode then, unless RAG_LLM_OUTPUT=json)."""
-        if self.settings.llm_output == "text":
+        if self.settings.llm.output == "text":
             return None
         for kind in self._formats():
             stream = self.chat(system, user, max_tokens, RESPONSE_FORMATS[kind](schema))
@@ -239,7 +239,7 @@ class LLMGenerator:
                 first = ""
             _ACCEPTED_FORMAT[self._endpoint] = kind
             return itertools.chain([first], stream)
-        if self.settings.llm_output == "json":
+        if self.settings.llm.output == "json":
             raise GeneratorError(
                 f"the language model at {self._endpoint} accepts no structured output "
                 f"(RAG_LLM_OUTPUT=json); set RAG_LLM_OUTPUT=auto or text"
@@ -254,13 +254,13 @@ class LLMGenerator:
         intent = "summary of one paper" if ask.intent == "summary" and ask.one_paper else ask.intent
         guide = prompts.ANSWER_GUIDE.format(intent=intent, shape=prompts.INTENT_SHAPES[intent])
         user = prompts.ANSWER_USER.format(
-            sources=format_sources(sources, self.settings.llm_source_sentences), question=question, guide=guide
+            sources=format_sources(sources, self.settings.llm.source_sentences), question=question, guide=guide
         )
         reply = self._structured(
-            prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm_max_tokens, answer_schema(len(sources))
+            prompts.ANSWER_SYSTEM_JSON, user, self.settings.llm.max_tokens, answer_schema(len(sources))
         )
         if reply is None:
-            yield from self.chat(prompts.ANSWER_SYSTEM, user, self.settings.llm_max_tokens)
+            yield from self.chat(prompts.ANSWER_SYSTEM, user, self.settings.llm.max_tokens)
             return
         buffer, shown, covered = "", 0, None
         for piece in reply:

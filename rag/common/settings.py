@@ -4,7 +4,7 @@ at start-up, in groups by stage (rag/common/groups.py says what each setting doe
 Every setting keeps one flat name, its variable's in lower case (RAG_K: k, RAG_LLM_MODEL:
 llm_model; `FLAT_NAMES`): the environment, `Settings(index_dir=...)` and
 `settings.model_copy(update={"retrieval_mode": "dense"})` use it; code reads the groups
-(`settings.retrieval.k`, `settings.llm.model`)."""
+(`settings.retrieval.k`, `settings.llm.model`), and a flat read is an error that says where."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     faults: FaultSettings = Field(default_factory=FaultSettings)
 
+    def __init__(self, **values: Any) -> None:
+        """The settings from RAG_* variables, .env and `values`: settings by their flat names
+        (index_dir=..., retrieval_mode="dense"), or whole groups (retrieval=RetrievalSettings(...))."""
+        super().__init__(**values)
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -94,12 +99,14 @@ class Settings(BaseSettings):
     def feedback_url(self) -> str:
         return self.feedback.db or f"sqlite:///{Path(self.indexing.index_dir).resolve() / 'feedback.db'}"
 
-    def __getattr__(self, name: str) -> Any:
-        """A setting read by its flat name: its group's."""
-        if name in FLAT_NAMES:
-            group, field = FLAT_NAMES[name]
-            return getattr(getattr(self, group), field)
-        return super().__getattr__(name)  # type: ignore[misc]
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """A setting read by its flat name says where it is read: settings.k is settings.retrieval.k."""
+            if name in FLAT_NAMES:
+                group, field = FLAT_NAMES[name]
+                raise AttributeError(f"'Settings' object has no attribute {name!r}: read settings.{group}.{field}")
+            return super().__getattr__(name)
 
 
 def _flat_names() -> dict[str, tuple[str, str]]:

@@ -168,7 +168,7 @@ def evaluate_question(assistant, q: dict) -> dict:
         "retrieval": ranking_metrics(ranking, q["gold"]),
         "answer": answer.text,
         "cited": [c["paper_id"] for c in citations],
-        "citations": citation_metrics(body, citations, q["gold"], assistant.settings.support_threshold),
+        "citations": citation_metrics(body, citations, q["gold"], assistant.settings.answering.support_threshold),
         "keywords_ok": keywords_present(body, q["answer_keywords"]),
         "lead_keywords_ok": keywords_present((answer_sentences(body) or [""])[0], q["answer_keywords"]),
         "abstained": answer.abstained,

@@ -94,8 +94,8 @@ class RayEmbedding:
             dataset = ray.data.from_items(rows).map_batches(
                 _Encoders,
                 fn_constructor_kwargs={
-                    "model": settings.embedding_model,
-                    "multilingual": settings.multilingual,
+                    "model": settings.indexing.embedding_model,
+                    "multilingual": settings.indexing.multilingual,
                     "onnx": encoder.read_bytes() if encoder and encoder.is_file() else None,
                 },
                 batch_size=self.batch_size,
@@ -134,10 +134,10 @@ class RayEmbedding:
         found = self(texts, settings, encoder) if texts else {}
         for node in nodes:
             known.chunks[node.id_] = found[f"c{node.id_}"]["dense"]
-            if settings.multilingual:
+            if settings.indexing.multilingual:
                 known.multilingual_chunks[node.id_] = found[f"c{node.id_}"]["multilingual"]
         for i, sentence in enumerate(sentences):
             known.sentences[sentence] = found[f"s{i}"]["dense"]
-            if settings.multilingual:
+            if settings.indexing.multilingual:
                 known.multilingual_sentences[sentence] = found[f"s{i}"]["multilingual"]
         return known

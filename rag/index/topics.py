@@ -118,13 +118,13 @@ def topic_counts(papers: int, settings: Settings) -> list[int]:
     the papers (a silhouette needs a topic of two papers somewhere). The top is high because the
     papers no topic fits are set apart (`topics_of`): a finer count splits subjects apart rather
     than gathering unrelated papers."""
-    if settings.map_topics:
-        return [max(1, min(settings.map_topics, papers))]
-    high = min(math.floor(3 * math.sqrt(papers)), settings.map_max_topics, papers - 1)
+    if settings.map.topics:
+        return [max(1, min(settings.map.topics, papers))]
+    high = min(math.floor(3 * math.sqrt(papers)), settings.map.max_topics, papers - 1)
     if high < 2:
         return [1]
     low = min(max(2, math.ceil(math.sqrt(papers / 2))), high)
-    spread = np.linspace(low, high, min(settings.map_topic_candidates, high - low + 1))
+    spread = np.linspace(low, high, min(settings.map.topic_candidates, high - low + 1))
     return sorted({int(round(k)) for k in spread})
 
 
@@ -165,7 +165,7 @@ def topics_of(vectors: np.ndarray, settings: Settings) -> np.ndarray:
     vectors = np.asarray(vectors, np.float32)
     unit = vectors - vectors.mean(axis=0)
     unit /= np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
-    if n <= settings.map_agglomerative_up_to:
+    if n <= settings.map.agglomerative_up_to:
         from scipy.cluster.hierarchy import fcluster, linkage
 
         tree = linkage(unit, "ward")
@@ -226,7 +226,7 @@ def _set_apart(unit: np.ndarray, labels: np.ndarray, settings: Settings) -> np.n
     k = int(labels.max()) + 1
     sizes = np.bincount(labels[kept], minlength=k)
     mean_fit = np.bincount(labels[kept], weights=fits[kept], minlength=k) / np.maximum(sizes, 1)
-    kept &= ((sizes > 1) & (mean_fit >= settings.map_topic_min_fit))[labels]
+    kept &= ((sizes > 1) & (mean_fit >= settings.map.topic_min_fit))[labels]
     return np.where(kept, labels, -1)
 
 
@@ -238,22 +238,22 @@ def _layout(vectors: np.ndarray, settings: Settings) -> np.ndarray:
     n = len(vectors)
     if n < 4:
         xy = np.eye(max(n, 2))[:n, :2]  # apart, whatever their vectors: nothing to lay out
-    elif n < settings.map_umap_above:
+    elif n < settings.map.umap_above:
         from sklearn.manifold import TSNE
 
         # scikit-learn's default perplexity, below the number of other papers for tiny corpora
         perplexity = min(30.0, (n - 1) / 3)
-        xy = TSNE(2, perplexity=perplexity, metric="cosine", init="pca", random_state=settings.map_seed).fit_transform(
+        xy = TSNE(2, perplexity=perplexity, metric="cosine", init="pca", random_state=settings.map.seed).fit_transform(
             vectors
         )
     else:
         import umap
 
         xy = umap.UMAP(
-            n_neighbors=settings.map_neighbours,
-            min_dist=settings.map_min_dist,
+            n_neighbors=settings.map.neighbours,
+            min_dist=settings.map.min_dist,
             metric="cosine",
-            random_state=settings.map_seed,
+            random_state=settings.map.seed,
             n_jobs=1,  # what a seed implies anyway; said here so UMAP does not warn about it
         ).fit_transform(vectors)
     low, high = xy.min(axis=0), xy.max(axis=0)
@@ -268,7 +268,7 @@ def _spherical_kmeans(unit: np.ndarray, k: int, settings: Settings) -> np.ndarra
 
     data = np.ascontiguousarray(unit, np.float32)
     kmeans = faiss.Kmeans(
-        data.shape[1], k, niter=20, nredo=settings.map_kmeans_inits, spherical=True, seed=settings.map_seed
+        data.shape[1], k, niter=20, nredo=settings.map.kmeans_inits, spherical=True, seed=settings.map.seed
     )
     kmeans.train(data)
     _, nearest = kmeans.index.search(data, 1)
@@ -283,10 +283,10 @@ def _separations(unit: np.ndarray, candidates: list[np.ndarray], settings: Setti
     from sklearn.metrics import pairwise_distances, silhouette_samples
 
     n = len(unit)
-    rng = np.random.default_rng(settings.map_seed)
+    rng = np.random.default_rng(settings.map.seed)
     sample = (
-        np.sort(rng.choice(n, settings.map_silhouette_sample, replace=False))
-        if n > settings.map_silhouette_sample
+        np.sort(rng.choice(n, settings.map.silhouette_sample, replace=False))
+        if n > settings.map.silhouette_sample
         else np.arange(n)
     )
     distances = pairwise_distances(unit[sample], metric="cosine")
@@ -377,9 +377,9 @@ def _labels(texts: list[str], labels: np.ndarray, k: int, settings: Settings) ->
     stopwords = frozenset(ENGLISH_STOP_WORDS) | GENERIC_WORDS
     stem = Stemmer.Stemmer("english").stemWords
     vectorizer = CountVectorizer(
-        analyzer=lambda text: _label_terms(text, stopwords, settings.map_label_longest, seen, stem),
+        analyzer=lambda text: _label_terms(text, stopwords, settings.map.label_longest, seen, stem),
         min_df=2 if len(texts) > 2 else 1,  # a term of one paper alone labels no topic
-        max_df=settings.map_label_max_df if len(texts) * settings.map_label_max_df >= 2 else 1.0,
+        max_df=settings.map.label_max_df if len(texts) * settings.map.label_max_df >= 2 else 1.0,
     )
     try:
         counts = vectorizer.fit_transform(texts)
@@ -398,11 +398,11 @@ def _labels(texts: list[str], labels: np.ndarray, k: int, settings: Settings) ->
         phrases = [j for j in np.flatnonzero(several) if " " in terms[j]]
         best: list[str] = []  # the chosen terms, as stemmed keys
         for i in np.lexsort((-scores, ~several)):  # several of its papers first, then by score
-            if scores[i] <= 0 or len(best) == settings.map_label_words:
+            if scores[i] <= 0 or len(best) == settings.map.label_words:
                 break
             # an adjective says little alone ('adversarial'): any phrase holding it is better
             adjective = _ADJECTIVE.search(seen[terms[i]].most_common(1)[0][0])
-            wanted = 0 if adjective else settings.map_label_phrase_share * uses[i]
+            wanted = 0 if adjective else settings.map.label_phrase_share * uses[i]
             longer = [j for j in phrases if f" {terms[i]} " in f" {terms[j]} " and uses[j] >= wanted]
             chosen = max(longer, key=lambda j: (uses[j], len(terms[j])), default=i)
             _merge(best, terms[chosen], replaces=bool(several[chosen]))

@@ -51,7 +51,7 @@ class Vocabulary:
         # Every known word once, for names inside longer words: one scan per name-like word of a
         # question, over the vocabulary (which grows far slower than the papers).
         self.text = "\n".join(self.words)
-        # Over papers; 0.5 is the smoothing the evidence weights (Settings.evidence) were fitted with.
+        # Over papers; 0.5 is the smoothing the evidence weights (Settings.judging.evidence) were fitted with.
         self.idf = lexicon.paper_idf(smoothing=0.5)
         pairs = [alias.split("=", 1) for alias in lexicon.aliases]
         self.aliases = {short: long for short, long in pairs}  # "rope" -> "rotary position embedding"

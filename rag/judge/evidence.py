@@ -15,7 +15,7 @@ own (its own best paper is likely enough). The evidence for one paper:
 - `elsewhere`: the IDF-weighted share of the question's content words that this paper lacks
   and other abstracts contain: the question asks about something the corpus has, but not here.
 
-Their logistic weights live in `Settings.evidence` and were fitted on the dev questions and
+Their logistic weights live in `Settings.judging.evidence` and were fitted on the dev questions and
 their leave-one-out variants (eval/calibrate.py); the test split never chose them. Questions in
 other scripts are matched by the multilingual model and have weights of their own.
 Hand-written because no library scores answerability from retrieval evidence.

@@ -50,7 +50,7 @@ class Judge:
         self.index = index
         self.vocabulary = vocabulary
         self.settings = settings
-        self.evidence = EvidenceModel(vocabulary, settings.evidence)
+        self.evidence = EvidenceModel(vocabulary, settings.judging.evidence)
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
         return self.evidence.weights(retrieval.multilingual)
@@ -58,7 +58,7 @@ class Judge:
     def candidates(self, retrieval: Retrieval, tied: Collection[str], listing: bool = False) -> list[Hit]:
         """The papers an answer may use: the first `answer_sources` hits (`list_sources` for a
         list), and those the question's analysis ties to it."""
-        first = self.settings.list_sources if listing else self.settings.answer_sources
+        first = self.settings.answering.list_sources if listing else self.settings.answering.answer_sources
         return retrieval.hits[:first] + [h for h in retrieval.hits[first:] if h.paper.paper_id in tied]
 
     def assess(self, retrieval: Retrieval, ask: Ask) -> list[Evidence]:
@@ -113,8 +113,8 @@ class Judge:
             papers,
             self.vocabulary,
             embed,
-            self.settings.modifier_term_uses,
-            lambda: framing_words(ask.said.text, self.settings.tagger_model),
+            self.settings.judging.modifier_term_uses,
+            lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
         )
 
     @staticmethod
@@ -127,7 +127,7 @@ class Judge:
         if best < self.weights(retrieval).answer_above:
             return []
         if several and not retrieval.multilingual:
-            rules = self.settings.evidence.several
+            rules = self.settings.judging.evidence.several
             belongs = self.evidence.belongs(evidence)
             # A question that asks for papers expects more than one: the likeliest members join up
             # to `at_least`, each only if it could answer on its own (answer_above).
@@ -138,5 +138,5 @@ class Judge:
                 for i, (hit, e, p) in enumerate(zip(hits, evidence, belongs, strict=False))
                 if p >= rules.cite_above or e.probability == best or (i in likeliest and e.probability >= floor)
             ]
-        share = self.settings.evidence.several_cite_share if several else self.weights(retrieval).cite_share
+        share = self.settings.judging.evidence.several_cite_share if several else self.weights(retrieval).cite_share
         return [hit for hit, e in zip(hits, evidence, strict=False) if e.probability >= share * best]

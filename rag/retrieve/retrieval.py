@@ -118,28 +118,28 @@ class Retriever:
         query = reading.text
         if not query:
             raise QueryError("the query is empty")
-        k = self.settings.k if k is None else k
+        k = self.settings.retrieval.k if k is None else k
         if not 1 <= k <= MAX_K:
             raise QueryError(f"k must be between 1 and {MAX_K}")
 
-        mode = self.settings.retrieval_mode
+        mode = self.settings.retrieval.retrieval_mode
         multilingual_embedder = self.index.multilingual_embedder if mode == "hybrid" and reading.cjk else None
         multilingual = multilingual_embedder is not None
-        candidates = self.settings.candidates
+        candidates = self.settings.retrieval.candidates
         dense: dict[str, tuple[int, float]] = {}
         if multilingual_embedder is not None:
             embedding = multilingual_embedder.get_query_embedding(query)
             dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, True, self.scope), self.papers)
-            rankings = [(self.settings.dense_weight, dense)]
+            rankings = [(self.settings.retrieval.dense_weight, dense)]
         else:
             embedding = self.index.embedder.get_query_embedding(query)
             rankings = []
             if mode != "bm25":
                 dense = _paper_ranking(self.index.dense_ranking(embedding, candidates, False, self.scope), self.papers)
-                rankings.append((self.settings.dense_weight, dense))
+                rankings.append((self.settings.retrieval.dense_weight, dense))
             if mode != "dense":
                 bm25 = _paper_ranking(self.index.bm25_ranking(query, candidates, self.scope), self.papers)
-                weight = self.settings.bm25_weight
+                weight = self.settings.retrieval.bm25_weight
                 if mode == "hybrid" and bm25:
                     # BM25 counts as much as its best paper matches the question: on a paraphrase
                     # that shares only common words with the abstract its ranking is noise, and it
@@ -153,7 +153,7 @@ class Retriever:
         fused: dict[str, float] = {}
         for weight, ranking in rankings:
             for pid, (rank, _) in ranking.items():
-                fused[pid] = fused.get(pid, 0.0) + weight / (self.settings.rrf_k + rank)
+                fused[pid] = fused.get(pid, 0.0) + weight / (self.settings.retrieval.rrf_k + rank)
         ordered = sorted(fused, key=lambda pid: (-fused[pid], dense.get(pid, (10**9,))[0]))[:k]
         ordered += [pid for pid in dict.fromkeys(include) if pid in self.papers and pid not in ordered]
 
@@ -200,7 +200,7 @@ class Retriever:
             return []
         terms = " ".join(form for options in forms for form in options)
         candidates = _paper_ranking(
-            self.index.bm25_ranking(terms, self.settings.term_candidates, self.scope), self.papers
+            self.index.bm25_ranking(terms, self.settings.retrieval.term_candidates, self.scope), self.papers
         )
         rows = self.index.sentences_of(candidates)
         found = []

@@ -45,7 +45,7 @@ async def ask(body: AskRequest, request: Request, ready=Depends(assistant)):
 
 @router.get("/v1/models")
 async def models(settings: Settings = Depends(settings)):
-    return openai_compat.models(settings.model_id)
+    return openai_compat.models(settings.service.model_id)
 
 
 def _task_reply(ready, body: openai_compat.ChatCompletionRequest) -> str:
@@ -75,19 +75,19 @@ async def chat_completions(
 
     page_url = str(request.base_url)
     writer = openai_compat.ChunkWriter(
-        settings.model_id, bool(body.stream_options and body.stream_options.include_usage)
+        settings.service.model_id, bool(body.stream_options and body.stream_options.include_usage)
     )
     if body.continues or body.task:
         # Continuing a finished answer adds nothing; a background request gets its JSON.
         content = "" if body.continues else await run_in_threadpool(_task_reply, ready, body)
         if not body.stream:
-            return openai_compat.completion(content, settings.model_id, tokens(content))
+            return openai_compat.completion(content, settings.service.model_id, tokens(content))
         return event_stream(
             iter_async([writer.start(), writer.whole(content), writer.usage(tokens(content)), writer.done()])
         )
     if not body.stream:
         answer = await run_in_threadpool(ready.ask, body.question(), body.history())
         content, extra = openai_compat.answer_completion(answer, page_url)
-        return openai_compat.completion(content, settings.model_id, tokens(content), **extra)
+        return openai_compat.completion(content, settings.service.model_id, tokens(content), **extra)
     pieces = ready.stream(body.question(), body.history())
     return event_stream(chat_chunks(pieces, request, writer, page_url, tokens))

@@ -41,12 +41,12 @@ STORES: dict[str, tuple[Callable[[], Store[Any]], str]] = {
 
 def store_for(settings: Settings) -> Store[Any]:
     """The configured store (its client library is imported only when it is the one chosen)."""
-    make, install = STORES[settings.vector_store]
+    make, install = STORES[settings.store.vector_store]
     try:
         return make()
     except ImportError as exc:
         raise RagError(
-            f"RAG_VECTOR_STORE={settings.vector_store} needs a library that is missing: {install} ({exc})"
+            f"RAG_VECTOR_STORE={settings.store.vector_store} needs a library that is missing: {install} ({exc})"
         ) from None
 
 

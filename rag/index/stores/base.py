@@ -63,7 +63,7 @@ def best_per_paper(ranking: Iterable[Ranked], exclude: Iterable[str] = ()) -> li
 def nearest_papers(index: SearchIndex, vector: np.ndarray, k: int, settings: Settings, exclude=()) -> list[Ranked]:
     """The `k` papers whose chunks are closest to `vector` (cosine of the best chunk), through
     the index's own dense search, so that it costs the same at any corpus size."""
-    chunks = min(index.chunks, max(k, 1) * settings.similar_chunks_per_paper + len(set(exclude)))
+    chunks = min(index.chunks, max(k, 1) * settings.retrieval.similar_chunks_per_paper + len(set(exclude)))
     return best_per_paper(index.dense_ranking(vector, chunks, multilingual=False), exclude)[:k]
 
 
@@ -230,10 +230,10 @@ def expected_parameters(settings: Settings) -> dict:
     """What a store's manifest must record for its index to be usable under these settings."""
     return {
         "format": FORMAT_VERSION,
-        "embedding_model": settings.embedding_model,
-        "multilingual_model": MULTILINGUAL_MODEL if settings.multilingual else None,
-        "chunk_size": settings.chunk_size,
-        "chunk_overlap": settings.chunk_overlap,
+        "embedding_model": settings.indexing.embedding_model,
+        "multilingual_model": MULTILINGUAL_MODEL if settings.indexing.multilingual else None,
+        "chunk_size": settings.indexing.chunk_size,
+        "chunk_overlap": settings.indexing.chunk_overlap,
     }
 
 
@@ -250,30 +250,30 @@ def vector_index_kind(settings: Settings, vectors: int) -> str:
     """ "flat" (exact) below `hnsw_above` vectors, "hnsw" above, unless RAG_FAISS_INDEX names one
     (bench/faiss_scale.py: flat costs 0.26 ms a query at 10k vectors but 7.5 ms at 100k and 56 ms
     at 1M; HNSW stays under 1 ms). Every store follows it."""
-    if settings.faiss_index != "auto":
-        return settings.faiss_index
-    return "hnsw" if vectors >= settings.hnsw_above else "flat"
+    if settings.store.faiss_index != "auto":
+        return settings.store.faiss_index
+    return "hnsw" if vectors >= settings.store.hnsw_above else "flat"
 
 
 def exported_encoder(settings: Settings, int8: bool = False) -> Path:
     """The ONNX export of the English model (or its int8 quantisation) in the model cache, the
     index folder's models/ unless `model_cache` says (not index data: made once, then linked into
     each FAISS build and used by stores that keep no build folder)."""
-    cache = settings.model_cache or Path(settings.index_dir) / "models"
-    return cached_encoder_path(cache, settings.embedding_model, int8)
+    cache = settings.indexing.model_cache or Path(settings.indexing.index_dir) / "models"
+    return cached_encoder_path(cache, settings.indexing.embedding_model, int8)
 
 
 def question_encoder(settings: Settings) -> BaseEmbedding:
     """Questions' encoder from the model cache: the int8 one when RAG_QUERY_ENCODER=int8 and it was
     kept, else the fp32 export (else sentence-transformers)."""
-    int8_min_cosine = settings.int8_min_cosine if settings.query_encoder == "int8" else None
-    return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model, int8_min_cosine)
+    int8_min_cosine = settings.indexing.int8_min_cosine if settings.indexing.query_encoder == "int8" else None
+    return cached_query_encoder(exported_encoder(settings).parent, settings.indexing.embedding_model, int8_min_cosine)
 
 
 def document_encoder(settings: Settings) -> BaseEmbedding:
     """The fp32 export, text by text, for the few documents of an add: what a build embeds them
     with, whichever encoder serves questions (one session per export, shared with fp32 questions)."""
-    return cached_query_encoder(exported_encoder(settings).parent, settings.embedding_model)
+    return cached_query_encoder(exported_encoder(settings).parent, settings.indexing.embedding_model)
 
 
 def added_files(items: list[tuple[str, bytes]]) -> dict[str, bytes]:
@@ -296,8 +296,8 @@ def is_added(paper: Paper) -> bool:
 def pause_point(settings: Settings, stage: str) -> None:
     """For the crash tests: with RAG_PAUSE_AT=<stage>, stop here (and say so with a marker
     file in the index folder) until the test kills the process."""
-    if settings.pause_at == stage:
-        Path(settings.index_dir).mkdir(parents=True, exist_ok=True)
-        (Path(settings.index_dir) / f".paused-{stage}").touch()
+    if settings.faults.pause_at == stage:
+        Path(settings.indexing.index_dir).mkdir(parents=True, exist_ok=True)
+        (Path(settings.indexing.index_dir) / f".paused-{stage}").touch()
         while True:
             time.sleep(1)

@@ -43,7 +43,7 @@ def index_seeds(
     usable index or the model or chunking changed. `remote` embeds on a Ray cluster."""
     started = time.perf_counter()
     with store.writing(settings):
-        seeds = load_corpus(settings.seeds_dir)
+        seeds = load_corpus(settings.indexing.seeds_dir)
         previous: SearchIndex | None = None
         reason = "a full rebuild was asked for"
         if only_if_stale:

@@ -44,8 +44,8 @@ class FaissStore:
     def open(self, settings: Settings) -> LoadedIndex:
         """First `recover` from writers that died, unless a writer is at work (then what it left
         is not dead) or the folders are read-only (then nobody can have left anything)."""
-        root = Path(settings.index_dir)
-        if root.is_dir() and Path(settings.seeds_dir).is_dir():
+        root = Path(settings.indexing.index_dir)
+        if root.is_dir() and Path(settings.indexing.seeds_dir).is_dir():
             with suppress(OSError), folders.one_writer(root, wait=False) as held:
                 if held:
                     folders.recover(settings)
@@ -53,7 +53,7 @@ class FaissStore:
 
     @contextmanager
     def writing(self, settings: Settings) -> Iterator[None]:
-        root = Path(settings.index_dir)
+        root = Path(settings.indexing.index_dir)
         with folders.writing(root), folders.one_writer(root):
             folders.recover(settings)
             yield
@@ -95,7 +95,7 @@ class FaissStore:
         waits hidden as `.<name>.pending` and is moved into place once the build that holds its
         papers is current. An add killed at any point leaves both the folder and the index with
         its abstracts, or neither (`folders.recover` finishes or undoes it)."""
-        seeds = Path(settings.seeds_dir)
+        seeds = Path(settings.indexing.seeds_dir)
         try:
             for name, raw in files.items():
                 folders.pending_path(seeds, name).write_bytes(raw)
@@ -112,4 +112,4 @@ class FaissStore:
 
     def seeds_changed(self, settings: Settings, index: LoadedIndex) -> bool:
         """File checksums only: cheap enough to ask before every CLI answer."""
-        return index.manifest.get("seed_files") != seed_files(settings.seeds_dir)
+        return index.manifest.get("seed_files") != seed_files(settings.indexing.seeds_dir)

@@ -61,7 +61,7 @@ def make_faiss_index(dimensions: int, kind: str, settings: Settings):
     if kind == "hnsw":
         index = faiss.IndexHNSWFlat(dimensions, 32, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = 64
-        index.hnsw.efSearch = settings.hnsw_ef_search
+        index.hnsw.efSearch = settings.store.hnsw_ef_search
         return index
     return faiss.IndexFlatIP(dimensions)
 
@@ -175,7 +175,7 @@ class ChunkTables:
         tokens = bm25s.tokenize(self.texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False)
         bm25.index(tokens, show_progress=False)
         bm25.corpus = self.records
-        BM25Retriever(existing_bm25=bm25, similarity_top_k=settings.candidates).persist(
+        BM25Retriever(existing_bm25=bm25, similarity_top_k=settings.retrieval.candidates).persist(
             str(work / "bm25"), show_progress=False
         )
 
@@ -242,21 +242,21 @@ def write_build(
     paper order included. `remote` (a `ray_embedding.RayEmbedding`) embeds on a Ray cluster
     instead of in this process."""
     started = time.perf_counter()
-    root = Path(settings.index_dir)
+    root = Path(settings.indexing.index_dir)
     linked: dict = {}
     with folders.writing(root), folders.staging(root) as work:
         if previous is None:
             embedder = question_encoder(settings)
-            multilingual = load_multilingual_embedder() if settings.multilingual else None
+            multilingual = load_multilingual_embedder() if settings.indexing.multilingual else None
             exports = {QUERY_ENCODER: exported_encoder(settings)}
-            if settings.query_encoder == "int8":
+            if settings.indexing.query_encoder == "int8":
                 exports[QUERY_ENCODER_INT8] = exported_encoder(settings, int8=True)
             for name, source in exports.items():
                 if source.is_file():
                     _link_or_copy(source, work / name)
                     linked[name] = {"size": source.stat().st_size, "sha256": file_digest(source)}
             # The fp32 export embeds the documents, in batches on every core.
-            documents = document_embedder(work / QUERY_ENCODER, settings.embedding_model, embedder)
+            documents = document_embedder(work / QUERY_ENCODER, settings.indexing.embedding_model, embedder)
         else:
             embedder, multilingual = previous.embedder, previous.multilingual_embedder
             for name in (QUERY_ENCODER, QUERY_ENCODER_INT8):
@@ -268,7 +268,7 @@ def write_build(
             # too unless questions go through int8.
             documents = load_query_embedder(
                 previous.path / QUERY_ENCODER,
-                settings.embedding_model,
+                settings.indexing.embedding_model,
                 linked.get(QUERY_ENCODER, {}).get("sha256"),
             )
         configure_llama_index(embedder)
@@ -286,9 +286,9 @@ def write_build(
         paper_vectors = []  # the map's input, a batch at a time (150 MB at 100,000 papers)
         embedded = {"chunks": 0, "sentences": 0}
         with tqdm(total=len(corpus), desc="papers", unit="paper", disable=not show_progress) as progress:
-            for start in range(0, len(corpus), settings.build_batch):
-                papers = corpus.papers[start : start + settings.build_batch]
-                batch = chunk_papers(papers, tokenize, settings.chunk_size, settings.chunk_overlap)
+            for start in range(0, len(corpus), settings.store.build_batch):
+                papers = corpus.papers[start : start + settings.store.build_batch]
+                batch = chunk_papers(papers, tokenize, settings.indexing.chunk_size, settings.indexing.chunk_overlap)
                 sentences = table.sentences(papers)
                 known = known_vectors(previous, batch, sentences)
                 embedded["chunks"] += sum(n.id_ not in known.chunks for n in batch)
@@ -349,7 +349,7 @@ def _topic_map(corpus: Corpus, vectors: np.ndarray, previous: LoadedIndex | None
     new = {p.paper_id: vectors[i] for i, p in enumerate(corpus.papers) if p.paper_id not in previous.topic_map.places}
     placed = {
         pid: topics.place(
-            nearest_papers(previous, vector, settings.map_neighbours, settings, [pid]), previous.topic_map.places
+            nearest_papers(previous, vector, settings.map.neighbours, settings, [pid]), previous.topic_map.places
         )
         for pid, vector in new.items()
     }

@@ -99,9 +99,9 @@ def publish(root: Path, build: Path) -> None:
 
 
 def current_build(settings: Settings) -> Path:
-    link = Path(settings.index_dir) / "current"
+    link = Path(settings.indexing.index_dir) / "current"
     if not link.exists():
-        raise IndexNotFoundError(f"no index at {settings.index_dir}: {REBUILD_HINT}")
+        raise IndexNotFoundError(f"no index at {settings.indexing.index_dir}: {REBUILD_HINT}")
     return link.resolve()
 
 
@@ -163,7 +163,7 @@ def recover(settings: Settings) -> None:
     A pending seed file joins the seed folder when the current build lists it (its add
     published) and is deleted otherwise (the index never held it): the folder and the index
     agree again, each added abstract in both or in neither. Half-written builds are deleted."""
-    root, seeds = Path(settings.index_dir), Path(settings.seeds_dir)
+    root, seeds = Path(settings.indexing.index_dir), Path(settings.indexing.seeds_dir)
     for staged in (root / "builds").glob(".tmp-*"):
         shutil.rmtree(staged, ignore_errors=True)
     pending = sorted(seeds.glob(f".*{PENDING}"))

@@ -233,13 +233,17 @@ def _read(build: Path, manifest: dict, settings: Settings) -> LoadedIndex:
     stored = json.loads((build / "papers.json").read_text())
     papers = [Paper(**p) for p in stored["papers"]]
     files = manifest.get("files", {})
-    encoder = QUERY_ENCODER_INT8 if settings.query_encoder == "int8" and QUERY_ENCODER_INT8 in files else QUERY_ENCODER
+    encoder = (
+        QUERY_ENCODER_INT8
+        if settings.indexing.query_encoder == "int8" and QUERY_ENCODER_INT8 in files
+        else QUERY_ENCODER
+    )
     digest = files.get(encoder, {}).get("sha256")
-    embedder = load_query_embedder(build / encoder, settings.embedding_model, digest)
+    embedder = load_query_embedder(build / encoder, settings.indexing.embedding_model, digest)
     configure_llama_index(embedder)
     chunks = json.loads((build / CHUNKS).read_text())
     multilingual = multilingual_vectors = multilingual_embedder = None
-    if settings.multilingual:
+    if settings.indexing.multilingual:
         multilingual_embedder = load_multilingual_embedder()
         multilingual = _load_chunks(build / "multilingual", chunks)
         multilingual_vectors = np.load(build / "sentences_multilingual.npy", mmap_mode="r")

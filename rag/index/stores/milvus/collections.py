@@ -85,7 +85,10 @@ def connect(settings: Settings):
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     with milvus_errors(settings):
         return MilvusClient(
-            uri=address, token=settings.milvus_token or "", timeout=settings.milvus_timeout, grpc_options=GRPC_OPTIONS
+            uri=address,
+            token=settings.store.milvus_token or "",
+            timeout=settings.store.milvus_timeout,
+            grpc_options=GRPC_OPTIONS,
         )
 
 
@@ -117,11 +120,11 @@ def read_meta(client, base: str) -> dict | None:
 
 def current_meta(client, settings: Settings) -> dict:
     """The meta row of the index, which must exist (IndexNotFoundError otherwise)."""
-    manifest = read_meta(client, settings.milvus_collection)
+    manifest = read_meta(client, settings.store.milvus_collection)
     if manifest is None:
         raise IndexNotFoundError(
             f"no index in Milvus at {settings.milvus_address} (collection "
-            f"{settings.milvus_collection}): run `rag index` with RAG_VECTOR_STORE=milvus"
+            f"{settings.store.milvus_collection}): run `rag index` with RAG_VECTOR_STORE=milvus"
         )
     return manifest
 

@@ -87,7 +87,7 @@ class MilvusIndex:
         self.lexicon = Lexicon.count(corpus.papers, (s.text for p in corpus.papers for s in split_sentences(p)))
         self.embedder = embedder
         self.multilingual_embedder = multilingual_embedder
-        self.names = Names(settings.milvus_collection, manifest["generation"])
+        self.names = Names(settings.store.milvus_collection, manifest["generation"])
 
     @property
     def version(self) -> str:
@@ -184,17 +184,17 @@ def load(settings: Settings, check: bool = True) -> MilvusIndex:
     `check`: refuse a collection built with another model or chunking (IndexStaleError)."""
     client = connect(settings)
     with milvus_errors(settings):
-        if client.has_collection(f"{settings.milvus_collection}_meta"):
-            loaded(client, f"{settings.milvus_collection}_meta")
+        if client.has_collection(f"{settings.store.milvus_collection}_meta"):
+            loaded(client, f"{settings.store.milvus_collection}_meta")
         manifest = current_meta(client, settings)
         if check:
-            check_parameters(manifest, settings, f"the Milvus collection {settings.milvus_collection}")
-        names = Names(settings.milvus_collection, manifest["generation"])
+            check_parameters(manifest, settings, f"the Milvus collection {settings.store.milvus_collection}")
+        names = Names(settings.store.milvus_collection, manifest["generation"])
         loaded(client, *(names.of(table) for table in TABLES))
         papers, places = load_papers(client, names)
         corpus = Corpus(papers, manifest.get("paragraphs", 0))
         topic_map = TopicMap(places, [Topic(**t) for t in manifest.get("topics", [])])
-    multilingual = load_multilingual_embedder() if settings.multilingual else None
+    multilingual = load_multilingual_embedder() if settings.indexing.multilingual else None
     # Questions through the int8 (or fp32) ONNX encoder, as on the FAISS path; an add embeds
     # its papers with the fp32 export (base.document_encoder).
     embedder = question_encoder(settings)

@@ -88,7 +88,7 @@ def _embed(
     out = _Embedded()
     if not papers:
         return out
-    nodes = chunk_papers(papers, tokenizer_of(embedder), settings.chunk_size, settings.chunk_overlap)
+    nodes = chunk_papers(papers, tokenizer_of(embedder), settings.indexing.chunk_size, settings.indexing.chunk_overlap)
     texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     sentences = [s for p in papers for s in split_sentences(p)]
     known = KnownVectors()
@@ -157,12 +157,12 @@ def _places(client, names: Names, papers: list[Paper], vectors: np.ndarray, sett
         names.of("chunks"),
         data=vectors.tolist(),
         anns_field="dense",
-        limit=settings.map_neighbours * settings.similar_chunks_per_paper,
+        limit=settings.map.neighbours * settings.retrieval.similar_chunks_per_paper,
         output_fields=["paper_id"],
     )
     neighbours = [
         best_per_paper(Ranked(hit["entity"]["paper_id"], float(hit["distance"])) for hit in hits)[
-            : settings.map_neighbours
+            : settings.map.neighbours
         ]
         for hits in found
     ]
@@ -197,8 +197,10 @@ def _insert(client, names: Names, embedded: _Embedded, settings: Settings) -> No
 
 def _models(settings: Settings):
     """Encoders for a build: documents through the ONNX export in batches on every core."""
-    documents = document_embedder(exported_encoder(settings), settings.embedding_model, document_encoder(settings))
-    return documents, (load_multilingual_embedder() if settings.multilingual else None)
+    documents = document_embedder(
+        exported_encoder(settings), settings.indexing.embedding_model, document_encoder(settings)
+    )
+    return documents, (load_multilingual_embedder() if settings.indexing.multilingual else None)
 
 
 def _manifest(
@@ -233,7 +235,7 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
     """Write `corpus` as a new generation and make it current; returns its manifest. Papers
     added to the current generation while this ran are copied over after the switch."""
     client = connect(settings)
-    base = settings.milvus_collection
+    base = settings.store.milvus_collection
     embedder, multilingual = _models(settings)
     with milvus_errors(settings):
         ensure_meta(client, base)
@@ -248,8 +250,8 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
         multilingual_dimensions = None
         paper_vectors = []
         with tqdm(total=len(corpus), desc="papers", unit="paper", disable=not show_progress) as progress:
-            for start in range(0, len(corpus), settings.build_batch):
-                papers = corpus.papers[start : start + settings.build_batch]
+            for start in range(0, len(corpus), settings.store.build_batch):
+                papers = corpus.papers[start : start + settings.store.build_batch]
                 embedded = _embed(papers, settings, embedder, multilingual, remote=remote)
                 paper_vectors.append(embedded.vectors)
                 if start == 0:
@@ -263,8 +265,8 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
         # The generation is not current yet: its paper rows can wait for the map.
         topic_map = topics.fit_map(corpus.papers, np.concatenate(paper_vectors or [np.zeros((0, 1))]), settings)
         del paper_vectors
-        for start in range(0, len(corpus), settings.build_batch):
-            papers = corpus.papers[start : start + settings.build_batch]
+        for start in range(0, len(corpus), settings.store.build_batch):
+            papers = corpus.papers[start : start + settings.store.build_batch]
             insert(client, names.of("papers"), _paper_rows(papers, start, topic_map.places))
         kind = vector_index_kind(settings, chunks)
         # Flushed first (in index_generation): sealed segments are searched through their
@@ -299,7 +301,7 @@ def add_papers(
 ) -> dict:
     """Embed and commit `papers` into the current generation, then announce a new version. When
     a full build switched generations meanwhile, they are written again into the new one."""
-    base = settings.milvus_collection
+    base = settings.store.milvus_collection
     manifest = current_meta(client, settings)
     embedded = _embed(papers, settings, embedder, multilingual)
     pause_point(settings, "embedding")
@@ -325,7 +327,7 @@ def add_papers(
 
 def remove_papers(client, settings: Settings, paper_ids: list[str]) -> dict:
     """Paper rows first (the paper disappears for readers at once), then its chunks and sentences."""
-    base = settings.milvus_collection
+    base = settings.store.milvus_collection
     manifest = current_meta(client, settings)
     names = Names(base, manifest["generation"])
     for table in ("papers", "chunks", "sentences"):
@@ -336,4 +338,4 @@ def remove_papers(client, settings: Settings, paper_ids: list[str]) -> dict:
 
 
 def where(settings: Settings, manifest: dict) -> str:
-    return f"{settings.milvus_address} ({settings.milvus_collection}, generation {manifest['generation']})"
+    return f"{settings.milvus_address} ({settings.store.milvus_collection}, generation {manifest['generation']})"
