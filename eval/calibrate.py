@@ -232,9 +232,9 @@ def report(rows: list[dict], predicted: np.ndarray, threshold: float) -> dict[st
     )
     return {
         "examples": len(rows),
-        "false_abstention": round(answerable, 3),
-        "abstained_written_off_corpus": round(written, 3),
-        "abstained_leave_one_out": round(loo, 3),
+        "false_abstention": round(float(answerable), 3),
+        "abstained_written_off_corpus": round(float(written), 3),
+        "abstained_leave_one_out": round(float(loo), 3),
         "answerable": a,
         "written_off_corpus": w,
         "leave_one_out": n,
@@ -257,7 +257,7 @@ def report_several(rows: list[dict], predicted: np.ndarray, cite_above: float) -
     return {
         "questions": len(questions),
         "cite_above": cite_above,
-        "citation_precision": round(precision, 3),
+        "citation_precision": round(float(precision), 3),
         "recall": round(recall, 3),
     }
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from rag.common.settings import load_settings
@@ -182,12 +183,14 @@ def test_the_fitted_weights_are_read_from_their_file_and_written_back_the_same(t
     packaged = fitted()
     assert packaged.english.answer_above == 0.11 and packaged.several.at_least == 2
     assert load_settings().judging.evidence == packaged  # the settings' defaults are the file's
-    record = {"english": fit_record(["dev", "dev leave-one-out"], every=3, false_abstention=0.03)}
+    figures = {"false_abstention": np.float64(0.03), "answerable": np.int64(50)}  # as NumPy gives them
+    record = {"english": fit_record(["dev", "dev leave-one-out"], every=3, **figures)}
     changed = packaged.model_copy(update={"english": packaged.english.model_copy(update={"bias": -6.123456789})})
     written = tmp_path / "fitted_weights.toml"
     write_fitted(written, changed, record)
     assert read_fitted(written) == changed and read_fitted(written).english.bias == -6.123456789
     assert 'date = "' in written.read_text() and "[fit.english]" in written.read_text()
+    assert "false_abstention = 0.03\nansw" in written.read_text()
     write_fitted(written, packaged, fit={})
     assert read_fitted(written) == packaged
     assert written.read_text().rstrip() == FITTED_WEIGHTS.read_text().split("\n[fit.")[0].rstrip()

@@ -4,6 +4,7 @@ were fitted on), and the extractive generator's weights, chosen on dev."""
 
 import json
 import math
+import numbers
 import tomllib
 from datetime import date
 from functools import cache
@@ -321,6 +322,8 @@ def write_fitted(path: Path, evidence: EvidenceSettings, fit: dict[str, dict[str
     lines = [_HEADER, *_toml(values, ()), *_toml({**tables, "fit": fit}, ())]
     path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
     fitted.cache_clear()
+    if read_fitted(path) != evidence:  # never a file that reads back as other weights
+        raise ValueError(f"{path} does not read back as the weights written")
 
 
 def _toml(table: dict[str, Any], at: tuple[str, ...]) -> list[str]:
@@ -337,10 +340,12 @@ def _toml(table: dict[str, Any], at: tuple[str, ...]) -> list[str]:
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | str):
+    if isinstance(value, str):
         return json.dumps(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return repr(value)  # the shortest text that reads back as the same float
+    if isinstance(value, numbers.Integral):  # NumPy's integers too
+        return str(int(value))
+    if isinstance(value, numbers.Real) and math.isfinite(value):
+        return repr(float(value))  # the shortest text that reads back as the same float
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} in the fitted weights' file")
