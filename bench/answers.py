@@ -78,15 +78,19 @@ def main() -> int:
     print(f"{count} answers -> {args.out}")
     if args.diff is None:
         return 0
-    before = args.diff.read_text(encoding="utf-8").splitlines()
-    after = args.out.read_text(encoding="utf-8").splitlines()
-    changed = [(b, a) for b, a in zip(before, after, strict=False) if b != a]
-    for b, a in changed:
-        print(f"- {b}\n+ {a}")
-    if len(before) != len(after):
-        print(f"{len(before)} answers before, {len(after)} now")
-    print(f"{len(changed)} of {len(after)} answers differ")
-    return 1 if changed or len(before) != len(after) else 0
+
+    def keyed(path: Path) -> dict[tuple, str]:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        return {(r["split"], r["system"], r["id"]): json.dumps(r, ensure_ascii=False) for r in rows}
+
+    before, after = keyed(args.diff), keyed(args.out)
+    common = [key for key in after if key in before]
+    changed = [key for key in common if before[key] != after[key]]
+    for key in changed:
+        print(f"- {before[key]}\n+ {after[key]}")
+    new, gone = len(after) - len(common), len(before) - len(common)
+    print(f"{len(changed)} of {len(common)} answers differ" + (f"; {new} new, {gone} gone" if new or gone else ""))
+    return 1 if changed or gone else 0
 
 
 if __name__ == "__main__":

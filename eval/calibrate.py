@@ -17,9 +17,9 @@ paraphrases) get a high answer citing a gold paper while at least 95 % of the hi
 do (for the weights already in the settings). Prints what it fits and how it does; with --write,
 writes them, with that record, to rag/common/fitted_weights.toml (or FILE), which the settings read.
 
-    .venv/bin/python eval/calibrate.py [SPLITS]   # tuning splits for the confidence, default dev,dev_contrast
-    .venv/bin/python eval/calibrate.py --every 3  # every third question of each: a quick run of the script
-    .venv/bin/python eval/calibrate.py --write    # ...and adopt the fit: the settings' defaults from now on
+    .venv/bin/python -m eval.calibrate [SPLITS]   # tuning splits for the confidence, default dev,dev_contrast
+    .venv/bin/python -m eval.calibrate --every 3  # every third question of each: a quick run of the script
+    .venv/bin/python -m eval.calibrate --write    # ...and adopt the fit: the settings' defaults from now on
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from rag.common.weights import FITTED_WEIGHTS, EvidenceSettings, EvidenceWeights
 
 # Every split file of eval/data by name (dev and the dev-side files the tuning reads).
 from rag.evaluation.runs import DATA_FILES as SPLITS
-from rag.evaluation.runs import leave_one_out, load_questions
+from rag.evaluation.runs import EVAL_DATA, leave_one_out, load_questions
 from rag.index.stores import load_index
 from rag.judge.constraints import held_share
 from rag.judge.evidence import FEATURES, SEVERAL_FEATURES, several_features
@@ -53,8 +53,8 @@ SOFT_ABOVE = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # and soft_above (1.01: constraint
 
 
 def tuning(split: str, corpus, every: int = 1) -> list[dict]:
-    """A tuning split's questions (dev, or a dev-side file in eval/), every `every`th of them."""
-    return load_questions(SPLITS.get(split, PROJECT_ROOT / "eval" / f"{split}.jsonl"), corpus)[::every]
+    """A tuning split's questions (dev, or a dev-side file in eval/data/), every `every`th of them."""
+    return load_questions(SPLITS.get(split, EVAL_DATA / f"{split}.jsonl"), corpus)[::every]
 
 
 def examples(settings: Settings, every: int = 1):

@@ -372,3 +372,50 @@ def test_a_word_asked_bare_that_the_papers_only_qualify_is_another_kind_of_the_t
     only = checked("Which paper proves rates for only convex rather than strongly convex objectives?")
     assert only.missing == ("convex",) and only.other and not only.found(0.0)
     assert checked("Which paper proves rates for convex objectives?").missing == ()
+
+
+def test_the_question_rests_less_on_its_framing_than_on_what_it_asks(loaded_index):
+    """`resting` with the real English encoder: the meaning a question loses without a phrase."""
+    import numpy as np
+
+    def embed(texts):
+        rows = np.asarray(loaded_index.embedder.get_text_embedding_batch(texts), dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    question = "Can you give me a rundown of the work on KV cache compression?"
+    rests = constraints.resting(question, ["rundown", "KV cache compression", "not in it"], embed)
+    assert rests["rundown"] < 0.05 < rests["KV cache compression"]
+    assert rests["not in it"] == 1.0  # a phrase not found as written is taken as one the question rests on
+
+
+def test_a_missing_constraint_the_question_does_not_rest_on_is_framing_never_named():
+    import numpy as np
+
+    paper = Paper("p9", "We compress the KV cache of diffusion language models.", "P9", None)
+    words = vocabulary(paper, PLAIN)
+    sentences = np.array([[0.0, 0.0, 1.0]], dtype=np.float32)  # no phrase is found softly
+
+    def embed(texts):  # the question moves a lot without "audio models", not at all without "rundown"
+        return np.array([[0.6, 0.8, 0.0] if "audio" in t else [1.0, 0.0, 0.0] for t in texts])
+
+    question = "A rundown of KV cache compression for audio models?"
+    checks = constraints.check(
+        ["rundown", "KV cache compression", "audio models"], read(question), Papers(["p9"], sentences), words,
+        embed, blocks=lambda salience, common: salience > 0.1, soft_above=0.6,
+    )  # fmt: skip
+    by_phrase = {c.phrase: c for c in checks}
+    assert by_phrase["rundown"].framing and by_phrase["rundown"].found(0.6)
+    assert not by_phrase["audio models"].framing and not by_phrase["audio models"].found(0.6)
+    assert heaviest_unfound(checks, 0.6).phrase == "audio models"
+    # Without a model every missing constraint is one the question rests on, as before.
+    plain = constraints.check(["rundown"], read(question), Papers(["p9"], sentences), words, embed)
+    assert not plain[0].framing and not plain[0].found(0.6)
+
+
+def test_a_word_capitalised_only_where_a_sentence_opens_is_no_name(assistant):
+    assert read("Rundown of the protein papers please").opening == {"Rundown"}
+    assert read("What does Mamba do? Mamba is fast.").opening == {"What"}  # Mamba also mid-sentence: a name
+    assert analyse("rundown of the protein papers please").constraints == ("rundown", "protein")
+    # Missing, "Rundown" is weighed as a word, not refused as a name (a name leaves no support at all).
+    assert assistant.ask("Rundown of the protein papers please").support > 0
+    assert assistant.ask("Rundown of the papers by ProteinMPNN please").support == 0

@@ -191,9 +191,9 @@ def test_the_fitted_weights_are_read_from_their_file_and_written_back_the_same(t
     assert read_fitted(written) == changed and read_fitted(written).english.bias == -6.123456789
     assert 'date = "' in written.read_text() and "[fit.english]" in written.read_text()
     assert "false_abstention = 0.03\nansw" in written.read_text()
-    write_fitted(written, packaged, fit={})
-    assert read_fitted(written) == packaged
-    assert written.read_text().rstrip() == FITTED_WEIGHTS.read_text().split("\n[fit.")[0].rstrip()
+    write_fitted(written, packaged, fit={})  # the records of the parts not refitted are kept
+    assert read_fitted(written) == packaged and "false_abstention = 0.03\nansw" in written.read_text()
+    assert written.read_text().split("\n[fit.")[0] == FITTED_WEIGHTS.read_text().split("\n[fit.")[0]
     written.write_text(written.read_text().replace("cite_share = 0.7\n", ""))
     with pytest.raises(ValueError, match=r"\[english\] must hold"):
         read_fitted(written)

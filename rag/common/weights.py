@@ -100,6 +100,31 @@ class SeveralWeights(BaseModel):
     )
 
 
+class FramingWeights(BaseModel):
+    """Whether a constraint of the question that no answering paper holds is one the question rests
+    on, or a word of its framing that no rule knew ("the gist", "a rundown", "the key trick", "this
+    pile"): P(it blocks `high`) = sigmoid(bias + salience * how much the question's meaning moves
+    without it + common * its words' general-English frequency). Fitted by `python -m eval.framing`
+    on the dev side (leave-one-paper-out), never on test."""
+
+    bias: float = Field(description="Log-odds with no evidence.")
+    salience: float = Field(
+        ge=0,
+        description="Per unit of 1 - cos(question, question without the phrase) under the English encoder: "
+        "the meaning a question loses without a word it rests on.",
+    )
+    common: float = Field(
+        le=0,
+        description="Per Zipf unit (wordfreq) of its rarest missing word: everyday words frame, rare ones name.",
+    )
+    block_above: float = Field(
+        ge=0,
+        le=1,
+        description="The probability from which a missing constraint is one the question rests on (blocks "
+        "`high`, can be named); under it, it is framing: neither missing nor named.",
+    )
+
+
 def _fitted(part: str) -> Any:
     """A part of the fitted weights (a copy): the default of EvidenceSettings' field of that name."""
     value = getattr(fitted(), part)
@@ -124,6 +149,10 @@ class EvidenceSettings(BaseModel):
         description="Which papers an English list or summary cites (fitted by eval/calibrate.py on dev's "
         "questions answered as a list, their papers as the assistant retrieves and ties them).",
     )
+    framing: FramingWeights = Field(
+        default_factory=lambda: _fitted("framing"),
+        description="Which missing constraints are framing, not what the question rests on (English).",
+    )
     several_cite_share: float = Field(
         default_factory=lambda: _fitted("several_cite_share"),
         gt=0,
@@ -132,7 +161,7 @@ class EvidenceSettings(BaseModel):
         "too few such dev questions to fit `several` for multilingual-e5.",
     )
 
-    @field_validator("english", "multilingual", "several", mode="before")
+    @field_validator("english", "multilingual", "several", "framing", mode="before")
     @classmethod
     def _over_defaults(cls, value, info: ValidationInfo):
         """RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=0.2 changes one number and keeps the others."""
@@ -272,7 +301,7 @@ class ExtractiveWeights(BaseModel):
 
 
 # The fitted weights' file: a header, then EvidenceSettings as TOML tables (english, multilingual,
-# several; several_cite_share at the top level), then [fit.*]: per part, when it was fitted, on
+# several, framing; several_cite_share at the top level), then [fit.*]: per part, when it was fitted, on
 # which splits and how it did (the figures eval/calibrate.py prints). The settings read only the
 # weights; every one must be there, and nothing else.
 _HEADER = """\
@@ -282,7 +311,8 @@ _HEADER = """\
 # bias to answer_above of english and multilingual, english's high_above, missing_below and
 # soft_above, and several's bias to coverage_gap. Chosen by hand, and kept as they are by --write:
 # cite_share and standalone_margin (rag eval --split dev), multilingual's high_above, missing_below
-# and soft_above, several's cite_above and at_least, and several_cite_share.
+# and soft_above, several's cite_above and at_least, and several_cite_share. [framing]: written by
+# `python -m eval.framing --write` (kept as it is by calibrate's --write).
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.
 """
 
@@ -299,7 +329,7 @@ def read_fitted(path: Path) -> EvidenceSettings:
         data = tomllib.load(file)
     data.pop("fit", None)
     parts: dict[str, Any] = {}
-    for name, model in (("english", EvidenceWeights), ("multilingual", EvidenceWeights), ("several", SeveralWeights)):
+    for name, model in _PARTS:
         table = data.pop(name, None)
         if not isinstance(table, dict) or set(table) != set(model.model_fields):
             given = sorted(table) if isinstance(table, dict) else table
@@ -310,15 +340,27 @@ def read_fitted(path: Path) -> EvidenceSettings:
     return EvidenceSettings(**parts, several_cite_share=data["several_cite_share"])
 
 
+_PARTS: tuple[tuple[str, type[BaseModel]], ...] = (
+    ("english", EvidenceWeights),
+    ("multilingual", EvidenceWeights),
+    ("several", SeveralWeights),
+    ("framing", FramingWeights),
+)
+
+
 def fit_record(splits: list[str], **figures: Any) -> dict[str, Any]:
     """One part's [fit.*] table: today's date, the splits it was fitted on, its figures."""
     return {"date": date.today().isoformat(), "splits": splits, **figures}
 
 
 def write_fitted(path: Path, evidence: EvidenceSettings, fit: dict[str, dict[str, Any]]) -> None:
-    """Write `evidence` and the record of its fit (`fit`: part -> its table), as `read_fitted` reads them."""
+    """Write `evidence` and the record of its fit (`fit`: part -> its table, over the records `path`
+    holds of the parts not refitted), as `read_fitted` reads them."""
+    if path.exists():
+        with open(path, "rb") as file:
+            fit = {**tomllib.load(file).get("fit", {}), **fit}
     values = evidence.model_dump()
-    tables = {name: values.pop(name) for name in ("english", "multilingual", "several")}
+    tables = {name: values.pop(name) for name, _ in _PARTS}
     lines = [_HEADER, *_toml(values, ()), *_toml({**tables, "fit": fit}, ())]
     path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
     fitted.cache_clear()

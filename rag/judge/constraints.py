@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
+from wordfreq import zipf_frequency
 
 from rag.common.text import CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
 from rag.index.vocabulary import Vocabulary
@@ -56,9 +57,13 @@ class ConstraintCheck:
     # ("AudioMAE"), or a modifier of a thing they hold ("adaptive-noise" where they say
     # "fixed-noise"). Never matched softly; the answer is never high.
     other: bool = False
+    salience: float = 1.0  # how much of the question's meaning rests on it (`resting`; 1.0: not measured)
+    common: float = 0.0  # the general-English Zipf frequency of its rarest missing word (0: not measured)
+    # Missing, but not what the question rests on: a word of its framing ("the gist", "this pile").
+    framing: bool = False
 
     def found(self, soft_above: float) -> bool:
-        return not self.missing or (not self.other and self.similarity >= soft_above)
+        return not self.missing or self.framing or (not self.other and self.similarity >= soft_above)
 
     @property
     def named(self) -> str:
@@ -100,12 +105,17 @@ def check(
     embed: Embed,
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
+    soft_above: float = 1.01,
+    blocks: Callable[[float, float], bool] | None = None,
 ) -> list[ConstraintCheck]:
     """Each constraint, found by words, aliases or softly in `papers`; `said`: the question as the
     analysis read it (its runs of content words weigh the share missing). The stems of the paper
     names the question uses (`Papers.naming`) pick the paper, not what is asked of it, and weigh
     nothing. `framing`: the question's words that only say how it is asked
-    (rag/query/framing.py's `framing_words`), never missing; called only when a word is."""
+    (rag/query/framing.py's `framing_words`), never missing; called only when a word is.
+    `blocks(salience, common)`: whether a constraint no paper holds, even softly (`soft_above`), is
+    one the question rests on (`FramingWeights`); one it does not rest on is framing (None: every
+    missing constraint is one it rests on)."""
     paper_ids, sentence_vectors, texts, naming = papers.ids, papers.sentence_vectors, papers.texts, papers.naming
 
     def weigh(words) -> float:
@@ -123,7 +133,7 @@ def check(
         whose head they write with no other modifier, is their words put together another way
         ("watermark-removal", "graph-Laplacian" for "state-graph Laplacian")."""
         parts = word.strip("-").split("-")
-        if name_like(f"x {word}") or any(map(_QUANTITY.fullmatch, [word, *parts])):
+        if (name_like(f"x {word}") and word not in said.opening) or any(map(_QUANTITY.fullmatch, [word, *parts])):
             return True
         if len(parts) < 2 or not vocabulary.found(parts[-1], paper_ids):
             return False
@@ -242,10 +252,37 @@ def check(
     similarity: dict[str, float] = {}
     if unfound and len(sentence_vectors):
         similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
-    return [
-        ConstraintCheck(phrase, missing, weight, similarity.get(phrase, 0.0) if missing else 1.0, another)
-        for phrase, missing, weight, another in checks
-    ]
+    unfound = [phrase for phrase in unfound if similarity.get(phrase, 0.0) < soft_above]
+    rests = resting(said.text, unfound, embed) if unfound and blocks is not None else {}
+    out = []
+    for phrase, missing, weight, another in checks:
+        salience = rests.get(phrase, 1.0)
+        common = min((zipf_frequency(word, "en") for word in missing), default=0.0) if phrase in rests else 0.0
+        out.append(
+            ConstraintCheck(
+                phrase,
+                missing,
+                weight,
+                similarity.get(phrase, 0.0) if missing else 1.0,
+                another,
+                salience,
+                common,
+                framing=phrase in rests and blocks is not None and not blocks(salience, common),
+            )
+        )
+    return out
+
+
+def resting(question: str, phrases: Sequence[str], embed: Embed) -> dict[str, float]:
+    """How much of the question's meaning rests on each phrase: 1 - the cosine between the question
+    and the question without it (1.0 where the phrase is not found as written)."""
+    without = {p: re.sub(re.escape(p), " ", question, count=1, flags=re.I) for p in phrases}
+    kept = [p for p in phrases if without[p] != question]
+    if not kept:
+        return dict.fromkeys(phrases, 1.0)
+    vectors = embed([question, *(without[p] for p in kept)])
+    moved = dict(zip(kept, (1.0 - vectors[1:] @ vectors[0]).tolist(), strict=True))
+    return {p: moved.get(p, 1.0) for p in phrases}
 
 
 def either(

@@ -10,11 +10,13 @@ other scripts, whose words are not matched, are high at `high_above`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from wordfreq import zipf_frequency
 
 from rag.common.settings import EvidenceWeights, Settings
 from rag.common.text import stems
@@ -51,6 +53,7 @@ class Judge:
         self.vocabulary = vocabulary
         self.settings = settings
         self.evidence = EvidenceModel(vocabulary, settings.judging.evidence)
+        zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
         return self.evidence.weights(retrieval.multilingual)
@@ -83,15 +86,21 @@ class Judge:
         best = max(e.probability for e in evidence)
         if retrieval.multilingual:
             return Verdict(hits, *(("high", None, 1.0) if best >= w.high_above else ("low", None, 0.0)), best)
-        checks = tuple(either(self.check_constraints(hits, ask), ask.alternatives, w.soft_above))
+        checks = tuple(either(self.check_constraints(hits, ask, w.soft_above), ask.alternatives, w.soft_above))
         held = held_share(best, checks, w.high_above, w.soft_above)
         unfound = heaviest_unfound(checks, w.soft_above)
         if unfound is None or held > 1.0 - w.missing_below:
             return Verdict(hits, "high", None, held, best, checks)
         return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
 
-    def check_constraints(self, hits: list[Hit], ask: Ask) -> list[ConstraintCheck]:
+    def check_constraints(self, hits: list[Hit], ask: Ask, soft_above: float) -> list[ConstraintCheck]:
         """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
+        framing = self.settings.judging.evidence.framing
+
+        def blocks(salience: float, common: float) -> bool:
+            """A missing constraint the question rests on (`FramingWeights`), not one of its framing."""
+            logit = framing.bias + framing.salience * salience + framing.common * common
+            return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit)))) >= framing.block_above
 
         def embed(phrases: list[str]) -> np.ndarray:
             rows = np.asarray(self.index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)
@@ -115,6 +124,8 @@ class Judge:
             embed,
             self.settings.judging.modifier_term_uses,
             lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
+            soft_above,
+            blocks if framing.block_above > 0 else None,
         )
 
     @staticmethod

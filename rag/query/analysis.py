@@ -66,7 +66,11 @@ def without_exclusions(question: str) -> str:
     """The question less what it leaves out: searched for and checked, that part would bring the
     very papers it excludes (an LLM answering reads the question whole)."""
     kept = _EXCLUSION.sub("", question).strip(" ,;")
-    return kept[:1].upper() + kept[1:] if kept.rstrip("?.! ") else question
+    if not kept.rstrip("?.! "):
+        return question
+    # A cut opening leaves the question's own capital on what now opens it; nothing else changes case.
+    opening_cut = question[:1].isupper() and not question.startswith(kept[:1])
+    return kept[:1].upper() + kept[1:] if opening_cut else kept
 
 
 # A question's form opens it, or follows its context ("Prior work blamed X. Why ...?", "In

@@ -130,6 +130,20 @@ class Reading:
     points_back: bool  # points back into a conversation ("it", "this method", "what about")
     pronoun: bool  # holds a pronoun that can stand for a paper of the conversation
     bare: frozenset[str]  # words asked bare, lowercased ("only convex": not "strongly convex")
+    opening: frozenset[str]  # words capitalised only where a sentence opens ("Rundown of ..."): no names
+
+
+# A plain capitalised word where a sentence opens: capitalised for its place, not as a name.
+_OPENING = re.compile(r"(?:^|(?<=[.?!:;])\s+)\W*([A-Z][a-z]+(?:-[a-z]+)*)\b")
+_TITLE_CASE = re.compile(r"\b[A-Z][a-z]+(?:-[a-z]+)*\b")
+
+
+def opening_words(text: str) -> frozenset[str]:
+    """The words capitalised only where a sentence of `text` opens ("Rundown of the protein
+    papers?", "Quick q: ..."); one capitalised anywhere else too is taken for a name."""
+    opening = {m.start(1) for m in _OPENING.finditer(text)}
+    elsewhere = {m.group(0) for m in _TITLE_CASE.finditer(text) if m.start() not in opening}
+    return frozenset(text[at : _TITLE_CASE.match(text, at).end()] for at in opening) - elsewhere  # type: ignore[union-attr]
 
 
 def reading(text: str, intent: str) -> Reading:
@@ -154,4 +168,5 @@ def reading(text: str, intent: str) -> Reading:
         points_back=bool(_FOLLOW_UP.search(text)),
         pronoun=bool(_PRONOUN.search(text)),
         bare=frozenset(word.lower() for word in _ONLY.findall(text)),
+        opening=opening_words(text),
     )
