@@ -280,7 +280,7 @@ def test_the_outcomes_add_up(report):
 
 
 def test_the_report_shows_dev_and_test_side_by_side_with_a_plot(report, tmp_path):
-    assert list(report["splits"]) == ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6"]
+    assert list(report["splits"]) == ["dev", "test", *HELD_OUT]
     assert all(set(report["splits"][name]["systems"]) == {"bm25", "dense", "hybrid"} for name in ("dev", "test"))
     out = write_report(report, tmp_path)
     markdown = (out / "report.md").read_text()

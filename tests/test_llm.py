@@ -275,8 +275,10 @@ def test_a_dead_endpoint_falls_back(settings, loaded_index):
 def test_structured_answers_stream_sentence_by_sentence_and_are_checked(fault_server, settings, loaded_index):
     FaultHandler.mode = "json"
     url = f"http://127.0.0.1:{fault_server.server_address[1]}/v1"
-    items = list(Assistant(loaded_index, llm_settings(settings, url, llm_fallback=False)).stream("What is MedMosaic?"))
-    answer, pieces = items[-1], items[:-1]
+    *events, done = Assistant(loaded_index, llm_settings(settings, url, llm_fallback=False)).stream(
+        "What is MedMosaic?"
+    )
+    answer, pieces = done.answer, [e.text for e in events]
     assert answer.generator == "llm" and not answer.fallback and not answer.abstained
     assert [c.name for c in answer.citations] == ["MedMosaic"]
     assert answer.text.startswith("MedMosaic is a medical audio question-answering dataset [1].")
