@@ -103,6 +103,7 @@ def check(
     papers: Papers,
     vocabulary: Vocabulary,
     embed: Embed,
+    *,
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
     soft_above: float = 1.01,

@@ -122,10 +122,10 @@ class Judge:
             papers,
             self.vocabulary,
             embed,
-            self.settings.judging.modifier_term_uses,
-            lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
-            soft_above,
-            blocks if framing.block_above > 0 else None,
+            term_uses=self.settings.judging.modifier_term_uses,
+            framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
+            soft_above=soft_above,
+            blocks=blocks if framing.block_above > 0 else None,
         )
 
     @staticmethod
