@@ -5,7 +5,7 @@ change that must leave answers as they are, then `cmp` the two files (or `--diff
     python -m bench.answers --out after.jsonl --diff before.jsonl
 
 Each line: split, system, question id, then the answer's text, cited papers, confidence,
-missing phrase, support and the analysed intent. Every split under eval/ is asked (dev's
+missing phrase, the share of the question held and the analysed intent. Every split under eval/ is asked (dev's
 leave-one-out variants too) with each retrieval system, on the embedded defaults.
 """
 
@@ -60,7 +60,7 @@ def dump(out: Path, systems: tuple[str, ...] = SYSTEMS) -> int:
                         "citations": [c.paper_id for c in answer.citations],
                         "confidence": answer.confidence,
                         "missing": answer.missing,
-                        "support": round(answer.support, 6),
+                        "held": round(answer.held, 6),
                         "intent": answer.ask.intent if answer.ask else None,
                     }
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")

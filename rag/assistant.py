@@ -44,14 +44,14 @@ class Answer:
     generator: str
     fallback: bool = False  # the LLM failed and the extractive answer stands in
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per stage
-    # high: the cited papers support what the question asks; low: they are the closest, but
+    # high: the cited papers hold what the question asks; low: they are the closest, but
     # `missing` (a phrase of the question) is in none of them; none: abstained.
     confidence: Confidence = "high"
     missing: str | None = None
     note: str = ""  # the opening sentence that says what is missing (a low answer's), part of `text`
     # How much of the question the cited papers hold (1 - the weight of its constraints not
     # found; 0 when a name is not found or no paper is likely enough): high above 1 - missing_below.
-    support: float = 1.0
+    held: float = 1.0
     question: str = ""  # what was asked, and the conversation before it (kept with a rating)
     history: list[dict] = field(default_factory=list)
     answer_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names it for POST /feedback
@@ -306,7 +306,7 @@ class Assistant:
                 self.generator.name,
                 timings=timings,
                 confidence="none",
-                support=0.0,
+                held=0.0,
                 question=question,
                 history=history,
                 ask=ask,
@@ -370,7 +370,7 @@ class Assistant:
                     confidence,
                     missing.phrase if missing else None,
                     note,
-                    support=0.0 if abstained else verdict.support,
+                    held=0.0 if abstained else verdict.held,
                     question=question,
                     history=history,
                     ask=ask,

@@ -283,14 +283,14 @@ def test_a_swapped_constraint_is_named_and_not_answered_high(assistant):
     images = "Is there a method that removes watermarks from AI-generated images with reinforcement learning?"
     answered = assistant.ask(images)  # the paper removes them from AI-generated text
     assert answered.confidence == "low" and answered.missing == "AI-generated images"
-    assert answered.support < 1
+    assert answered.held < 1
     sure = assistant.ask("Does Spiral RoPE improve vision transformers?")
-    assert sure.confidence == "high" and sure.support == 1.0
+    assert sure.confidence == "high" and sure.held == 1.0
 
 
 def test_a_name_no_abstract_holds_is_never_high(assistant):
     answer = assistant.ask("How does SPEED compare with Medusa's speculative decoding on LLaDA-8B-Instruct?")
-    assert answer.confidence != "high" and answer.support == 0.0
+    assert answer.confidence != "high" and answer.held == 0.0
 
 
 def test_a_paper_holding_one_of_the_alternatives_covers_the_question():
@@ -416,6 +416,6 @@ def test_a_word_capitalised_only_where_a_sentence_opens_is_no_name(assistant):
     assert read("Rundown of the protein papers please").opening == {"Rundown"}
     assert read("What does Mamba do? Mamba is fast.").opening == {"What"}  # Mamba also mid-sentence: a name
     assert analyse("rundown of the protein papers please").constraints == ("rundown", "protein")
-    # Missing, "Rundown" is weighed as a word, not refused as a name (a name leaves no support at all).
-    assert assistant.ask("Rundown of the protein papers please").support > 0
-    assert assistant.ask("Rundown of the papers by ProteinMPNN please").support == 0
+    # Missing, "Rundown" is weighed as a word, not refused as a name (a name leaves nothing held).
+    assert assistant.ask("Rundown of the protein papers please").held > 0
+    assert assistant.ask("Rundown of the papers by ProteinMPNN please").held == 0

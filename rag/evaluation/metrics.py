@@ -103,11 +103,11 @@ CURVE_AT = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 1.0)
 
 def high_curve(records: list[dict]) -> list[dict]:
     """Precision of `high` against its coverage had `missing_below` been each value of `CURVE_AT`:
-    an answer is high when its support (`Answer.support`) exceeds 1 - missing_below."""
+    an answer is high when the share of the question its papers hold (`Answer.held`) exceeds 1 - missing_below."""
     answerable = [r for r in records if r["gold"]]
     out = []
     for at in CURVE_AT:
-        high = [r for r in records if not r["abstained"] and r.get("support", 1.0) > 1.0 - at - 1e-9]
+        high = [r for r in records if not r["abstained"] and r.get("held", 1.0) > 1.0 - at - 1e-9]
         gold = [r for r in high if set(r["gold"]) & set(r["cited"])]
         out.append(
             {

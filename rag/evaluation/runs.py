@@ -173,7 +173,7 @@ def evaluate_question(assistant, q: dict) -> dict:
         "lead_keywords_ok": keywords_present((answer_sentences(body) or [""])[0], q["answer_keywords"]),
         "abstained": answer.abstained,
         "confidence": answer.confidence,
-        "support": answer.support,
+        "held": answer.held,
         "missing": answer.missing,
         "generator": answer.generator,
         "fallback": answer.fallback,

@@ -40,7 +40,7 @@ class Verdict:
     hits: list[Hit]  # the papers that answer; empty: abstain
     confidence: Confidence
     missing: Missing | None  # the constraint a low answer names
-    support: float  # `Answer.support`: how much of the question the papers hold
+    held: float  # `Answer.held`: how much of the question the papers hold
     best: float  # the best paper's probability of answering
     checks: tuple[ConstraintCheck, ...] = ()  # the question's constraints in the papers (none: not checked)
 
