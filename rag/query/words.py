@@ -141,9 +141,9 @@ _TITLE_CASE = re.compile(r"\b[A-Z][a-z]+(?:-[a-z]+)*\b")
 def opening_words(text: str) -> frozenset[str]:
     """The words capitalised only where a sentence of `text` opens ("Rundown of the protein
     papers?", "Quick q: ..."); one capitalised anywhere else too is taken for a name."""
-    opening = {m.start(1) for m in _OPENING.finditer(text)}
+    opening = {m.start(1): m.group(1) for m in _OPENING.finditer(text)}
     elsewhere = {m.group(0) for m in _TITLE_CASE.finditer(text) if m.start() not in opening}
-    return frozenset(text[at : _TITLE_CASE.match(text, at).end()] for at in opening) - elsewhere  # type: ignore[union-attr]
+    return frozenset(opening.values()) - elsewhere
 
 
 def reading(text: str, intent: str) -> Reading:
