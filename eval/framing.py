@@ -27,7 +27,6 @@ eval/calibrate.py (it reads the thresholds that one fits).
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
@@ -147,15 +146,17 @@ def main() -> None:
         predicted[test] = LogisticRegression(max_iter=1000).fit(x[train], y[train]).predict_proba(x[test])[:, 1]
     model = LogisticRegression(max_iter=1000).fit(x, y)
     bias, weights = float(model.intercept_[0]), dict(zip(FEATURES, model.coef_[0].tolist(), strict=True))
-    out_of_fold = {(r["split"], r["id"], u["phrase"]): p for (r, u, _), p in zip(rows, predicted, strict=True)}
+    # Out of fold where labelled; the whole fit for the missing constraints no label is known for.
+    probabilities = {(r["split"], r["id"], u["phrase"]): p for (r, u, _), p in zip(rows, predicted, strict=True)}
+    unlabelled = [
+        (r, u) for r in records for u in r["unfound"] if (r["split"], r["id"], u["phrase"]) not in probabilities
+    ]
+    if unlabelled:
+        fitted = model.predict_proba(np.array([u["x"] for _, u in unlabelled]))[:, 1]
+        probabilities |= {(r["split"], r["id"], u["phrase"]): p for (r, u), p in zip(unlabelled, fitted, strict=True)}
 
     def probability(r: dict, u: dict) -> float:
-        """Out of fold where labelled; the whole fit for the constraints no label is known for."""
-        known = out_of_fold.get((r["split"], r["id"], u["phrase"]))
-        if known is not None:
-            return known
-        logit = bias + sum(weights[f] * v for f, v in zip(FEATURES, u["x"], strict=True))
-        return 1 / (1 + math.exp(-logit))
+        return probabilities[(r["split"], r["id"], u["phrase"])]
 
     splits = {split: [r for r in records if r["split"] == split] for split in SPLITS}
     floors = {split: figures(part, lambda r, u: True)["off_corpus_high"] for split, part in splits.items()}
@@ -176,8 +177,7 @@ def main() -> None:
     print(f"{len(rows)} missing constraints labelled ({int(y.sum())} rested on), {len(records)} questions")
     print(f"weights: bias {bias:.3f}, " + ", ".join(f"{f} {w:.3f}" for f, w in weights.items()))
     print(f"block_above {block_above}: every missing constraint blocking {before} -> {after}")
-    for split in SPLITS:
-        part = [r for r in records if r["split"] == split]
+    for split, part in splits.items():
         now = figures(part, lambda r, u: probability(r, u) >= block_above)
         print(f"  {split}: {figures(part, lambda r, u: True)} -> {now}")
     if args.write:

@@ -217,8 +217,12 @@ class Assistant:
     def retrieve(self, ask: Ask, alone: Retrieval | None, k: int | None = None) -> Retrieval:
         """The retrieval for the query `condense` chose (the question's own when it stood alone),
         holding every paper the analysis tied to the question."""
-        searched, found = ask.searched, {h.paper.paper_id for h in alone.hits} if alone is not None else set()
-        if alone is not None and alone.query == searched.text and set(ask.tied) <= found:
+        searched = ask.searched
+        if (
+            alone is not None
+            and alone.query == searched.text
+            and set(ask.tied) <= {h.paper.paper_id for h in alone.hits}
+        ):
             return alone
         return self.retriever.find(searched, k or self.settings.retrieval.k, ask.tied)
 

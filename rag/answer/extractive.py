@@ -31,13 +31,13 @@ from rag.answer.sentences import (
     method_sentences,
     third_person,
 )
-from rag.common.settings import ExtractiveWeights
 from rag.common.text import (
     CODE_LINK,
     CONTRIBUTION,
     NEW_WORK,
     stems,
 )
+from rag.common.weights import ExtractiveWeights
 from rag.index.corpus import mentions
 from rag.index.lexicon import Lexicon
 from rag.query.analysis import Ask

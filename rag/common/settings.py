@@ -39,9 +39,6 @@ from rag.common.groups import (
     ServiceSettings,
     StoreSettings,
 )
-from rag.common.weights import EvidenceSettings, EvidenceWeights, ExtractiveWeights, SeveralWeights
-
-__all__ = ["EvidenceSettings", "EvidenceWeights", "ExtractiveWeights", "SeveralWeights"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from rag.common.settings import EvidenceSettings
+from rag.common.weights import EvidenceSettings
 from rag.index.corpus import mentions
 from rag.index.vocabulary import Vocabulary
 from rag.query.words import Reading
@@ -61,7 +61,7 @@ class Evidence:
 FEATURES = ("dense", "sentence", "coverage", "margin", "unknown_name", "elsewhere")
 
 
-def _sigmoid(x: float) -> float:
+def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-max(-30.0, min(30.0, x))))
 
 
@@ -87,7 +87,7 @@ class EvidenceModel:
         w = self.settings.several
         weights = [getattr(w, name) for name in SEVERAL_FEATURES]
         return [
-            1.0 if e.named else _sigmoid(w.bias + sum(a * b for a, b in zip(weights, x, strict=False)))
+            1.0 if e.named else sigmoid(w.bias + sum(a * b for a, b in zip(weights, x, strict=False)))
             for e, x in zip(evidence, several_features(evidence), strict=False)
         ]
 
@@ -126,7 +126,7 @@ class EvidenceModel:
                 + w.unknown_name * unknown
                 + w.elsewhere * elsewhere
             )
-            probability = 1.0 if named else _sigmoid(logit)
+            probability = 1.0 if named else sigmoid(logit)
             out.append(
                 Evidence(
                     hit.paper.paper_id,

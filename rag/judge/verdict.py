@@ -10,7 +10,6 @@ other scripts, whose words are not matched, are high at `high_above`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
@@ -18,14 +17,15 @@ from typing import Literal
 import numpy as np
 from wordfreq import zipf_frequency
 
-from rag.common.settings import EvidenceWeights, Settings
+from rag.common.settings import Settings
 from rag.common.text import stems
+from rag.common.weights import EvidenceWeights
 from rag.index.corpus import mentions
 from rag.index.stores.base import SearchIndex
 from rag.index.vocabulary import Vocabulary
 from rag.judge.constraints import ConstraintCheck, Papers, either, heaviest_unfound, held_share
 from rag.judge.constraints import check as check_constraints
-from rag.judge.evidence import Evidence, EvidenceModel, Missing
+from rag.judge.evidence import Evidence, EvidenceModel, Missing, sigmoid
 from rag.query.analysis import Ask
 from rag.query.framing import framing_words
 from rag.retrieve.retrieval import Hit, Retrieval
@@ -100,7 +100,7 @@ class Judge:
         def blocks(salience: float, common: float) -> bool:
             """A missing constraint the question rests on (`FramingWeights`), not one of its framing."""
             logit = framing.bias + framing.salience * salience + framing.common * common
-            return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit)))) >= framing.block_above
+            return sigmoid(logit) >= framing.block_above
 
         def embed(phrases: list[str]) -> np.ndarray:
             rows = np.asarray(self.index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)

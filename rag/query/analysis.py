@@ -8,9 +8,8 @@ datasets", "how much", "faster", 比较, 总结, 哪些) are scaffolding: they s
 are never a constraint, so never "the part not found".
 
 Hand-written rules over English and Chinese question forms: the expected-answer-type step of
-factoid QA, which no library ships. `framing_words` reads spaCy's part-of-speech tags: the
-question's verbs, adverbs and prepositions say how it is asked ("both talk about", "is each one
-going after"), its nouns and adjectives what about.
+factoid QA, which no library ships. `read` gives every later stage the question's `Reading`
+(rag/query/words.py); rag/query/framing.py tells its framing words by spaCy's tags.
 """
 
 from __future__ import annotations
@@ -273,6 +272,11 @@ class Ask:
 
     question: str
     intent: Intent
+    # The question as asked, less what it sets aside: what is searched, checked and answered from.
+    said: Reading
+    # The standalone query a follow-up was rewritten into, searched in its place (else `said`).
+    searched: Reading
+    whole: str  # the question as asked, exclusions included (an LLM reads it whole)
     named: tuple[Paper, ...] = ()  # the papers the question (or the conversation it follows) names
     facts: tuple[Fact, ...] = ()
     constraints: tuple[str, ...] = ()
@@ -286,11 +290,6 @@ class Ask:
     tied: tuple[str, ...] = ()
     only: tuple[str, ...] = ()  # when set, the only papers that can answer ("Which papers report results on X?")
     one_paper: bool = False  # it asks about one paper ("Summarize ChaosNexus", "the paper that ...")
-    # The question as asked, less what it sets aside: what is searched, checked and answered from.
-    said: Reading = None  # type: ignore[assignment]  # set by `analyse`
-    # The standalone query a follow-up was rewritten into, searched in its place (else `said`).
-    searched: Reading = None  # type: ignore[assignment]
-    whole: str = ""  # the question as asked, exclusions included (an LLM reads it whole)
 
     @property
     def listing(self) -> bool:
@@ -431,6 +430,7 @@ _ONE_PAPER = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def read(question: str) -> Reading:
     """A question less what it sets aside, as every later stage reads it (`Reading`)."""
     return read_query(without_exclusions(question))
