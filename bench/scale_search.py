@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from rag.common.settings import Settings
-from rag.common.text import is_cjk
 from rag.evaluation.runs import SPLITS
 from rag.index.chunking import split_sentences
 from rag.index.corpus import load_corpus, paper_id_for
 from rag.index.stores.base import KnownVectors
+from rag.query.language import ENGLISH, language_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "seeds"
@@ -165,7 +165,7 @@ def build(work: Path, papers: int, seed_index: Path) -> tuple[Settings, dict]:
 
 def english_dev_questions() -> list[str]:
     rows = [json.loads(line) for line in SPLITS["dev"].read_text().splitlines() if line.strip()]
-    return [r["question"] for r in rows if not r.get("history") and not is_cjk(r["question"])]
+    return [r["question"] for r in rows if not r.get("history") and language_of(r["question"]) == ENGLISH]
 
 
 def du_mb(path: Path) -> float:

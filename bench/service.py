@@ -155,11 +155,17 @@ def bench_latency(settings, served: Served, rounds: int) -> dict:
 
 def bench_dev_mix(client: httpx.Client, passes: int) -> dict:
     """The dev split's questions as the load, every kind (Chinese, follow-ups with their history,
-    long paraphrases): /search of each question and /ask with its history, p50 / p95 by kind.
+    long paraphrases): /search of each question and /ask with its history, p50 / p95 by kind; then,
+    apart from "all", dev's questions in fourteen other languages as the kind "other languages".
     `passes` 0 (a smoke run): the first question of each kind, once."""
-    from rag.evaluation.runs import SPLITS
+    from rag.evaluation.runs import DATA_FILES
 
-    questions = [json.loads(line) for line in SPLITS["dev"].read_text().splitlines() if line]
+    questions = [json.loads(line) for line in DATA_FILES["dev"].read_text().splitlines() if line]
+    questions += [
+        {**json.loads(line), "type": OTHER_LANGUAGES}
+        for line in DATA_FILES["dev_multilingual"].read_text().splitlines()
+        if line
+    ]
     if not passes:
         questions = list({q["type"]: q for q in reversed(questions)}.values())
     by_kind: dict[str, dict[str, list[float]]] = {}
@@ -172,15 +178,15 @@ def bench_dev_mix(client: httpx.Client, passes: int) -> dict:
         started = time.perf_counter()
         client.post("/ask", json={"question": q["question"], "history": q["history"]}).raise_for_status()
         times["ask"].append((time.perf_counter() - started) * 1000)
-    every = {
-        "search": [t for k in by_kind.values() for t in k["search"]],
-        "ask": [t for k in by_kind.values() for t in k["ask"]],
-    }
+    dev = [times for kind, times in by_kind.items() if kind != OTHER_LANGUAGES]
+    every = {"search": [t for k in dev for t in k["search"]], "ask": [t for k in dev for t in k["ask"]]}
     return {
         kind: {"questions": len(times["search"]), "search": summary(times["search"]), "ask": summary(times["ask"])}
         for kind, times in {"all": every, **dict(sorted(by_kind.items()))}.items()
     }
 
+
+OTHER_LANGUAGES = "other languages"  # the dev mix's kind for eval/data/dev_multilingual.jsonl
 
 WRK_SCRIPT = (
     'wrk.method = "POST"\nwrk.body = \'{"query": "rotary embeddings for vision transformers"}\'\n'
@@ -331,9 +337,11 @@ def main(argv: list[str] | None = None) -> None:
                 f"dev questions, {kind} ({figures['questions']}): /search, /ask p50 / p95",
                 f"{figures['search']['p50_ms']} / {figures['search']['p95_ms']} ms",
                 f"/ask {figures['ask']['p50_ms']} / {figures['ask']['p95_ms']} ms"
-                + {"all": " (targets: /search p50 <= 10, p95 <= 20)", "chinese": " (target: /search p50 <= 15)"}.get(
-                    kind, ""
-                ),
+                + {
+                    "all": " (targets: /search p50 <= 10, p95 <= 20)",
+                    "chinese": " (target: /search p50 <= 12)",
+                    OTHER_LANGUAGES: " (target: /search p50 within 1.5x of English)",
+                }.get(kind, ""),
             )
         )
     for name, figures in report["load"].items():

@@ -2,8 +2,9 @@
 
 Examples: the first `answer_sources` retrieved papers of every dev question, labelled 1 when the
 paper is gold; plus every one-paper dev question asked again with its paper hidden (leave one
-out), where no retrieved paper answers. One logistic regression for English questions and one
-for questions in other scripts (the same features, multilingual-e5 cosines), fitted on
+out), where no retrieved paper answers; the same for eval/data/dev_multilingual.jsonl, dev's
+questions in fourteen other languages. One logistic regression for English questions and one
+for questions in other languages (the same features, multilingual-e5 cosines), fitted on
 standardised features and checked by 10-fold cross-validation grouped by question. The
 multilingual set is small and its cosines vary little, so its probabilities are less confident.
 `answer_above` is the cross-validated probability under which 3 % of the answerable dev
@@ -14,12 +15,15 @@ Then `high_above`, `missing_below` and `soft_above`, which split answers into hi
 confidence (rag/judge/constraints.py): the triple under which the most answerable questions of the
 tuning splits (dev, its leave-one-out variants, eval/dev_contrast.jsonl's contrast twins and
 paraphrases) get a high answer citing a gold paper while at least 95 % of the high answers
-do (for the weights already in the settings). Prints what it fits and how it does; with --write,
+do (for the weights already in the settings); for questions in other languages, whose words
+cannot be looked up in English abstracts, `high_above` alone, by the same rule on
+dev_multilingual and dev's Chinese questions. Prints what it fits and how it does; with --write,
 writes them, with that record, to rag/common/fitted_weights.toml (or FILE), which the settings read.
 
-    .venv/bin/python -m eval.calibrate [SPLITS]   # tuning splits for the confidence, default dev,dev_contrast
+    .venv/bin/python -m eval.calibrate [SPLITS]   # tuning splits for the confidence (default below)
     .venv/bin/python -m eval.calibrate --every 3  # every third question of each: a quick run of the script
     .venv/bin/python -m eval.calibrate --write    # ...and adopt the fit: the settings' defaults from now on
+    .venv/bin/python -m eval.calibrate --write --parts multilingual  # refit one part, keep the others
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ PRECISION_OF_HIGH = 0.95  # the floor on the share of confident answers that cit
 HIGH_ABOVE = np.round(np.arange(0.1, 0.96, 0.05), 2)  # the grid searched for high_above,
 MISSING_BELOW = np.round(np.arange(0.0, 0.61, 0.05), 2)  # missing_below
 SOFT_ABOVE = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # and soft_above (1.01: constraints found by their words only)
+EVIDENCE_SPLITS = ("dev", "dev_multilingual")  # what the evidence weights are fitted on, with their leave-one-out
+CONFIDENCE_SPLITS = "dev,dev_contrast,dev_multilingual"  # and the confidence thresholds, by default
+PARTS = ("english", "multilingual", "several")  # what --parts may refit
 
 
 def tuning(split: str, corpus, every: int = 1) -> list[dict]:
@@ -59,7 +66,7 @@ def tuning(split: str, corpus, every: int = 1) -> list[dict]:
 
 def examples(settings: Settings, every: int = 1):
     index = load_index(settings)
-    dev = tuning("dev", index.corpus, every)
+    dev = [q for split in EVIDENCE_SPLITS for q in tuning(split, index.corpus, every)]
     seeing = Assistant(index, settings)
     rows = []
     for q in dev + leave_one_out(dev):
@@ -272,7 +279,7 @@ def confidence_examples(settings: Settings, splits: list[str], every: int = 1) -
     questions = []
     for split in splits:
         part = tuning(split, index.corpus, every)
-        questions += part + (leave_one_out(part) if split == "dev" else [])
+        questions += part + (leave_one_out(part) if split in EVIDENCE_SPLITS else [])
     rows = []
     for q in questions:
         asker = Assistant(index, settings, exclude=q["exclude"]) if q.get("exclude") else seeing
@@ -310,6 +317,22 @@ def confidence_thresholds(rows: list[dict]) -> tuple[float, float, float, float,
     return best
 
 
+def multilingual_high_above(rows: list[dict]) -> tuple[float, float, float]:
+    """(high_above, precision of high, coverage) for questions in other languages: of the grid,
+    the one under which the most answerable ones get a high answer citing a gold paper while at
+    least PRECISION_OF_HIGH of the high answers do; their best paper's probability alone decides."""
+    foreign = [r for r in rows if r["multilingual"]]
+    answerable = sum(r["answerable"] for r in foreign)
+    best = (1.0, 1.0, 0.0)
+    for high_above in HIGH_ABOVE:
+        high = [r for r in foreign if r["answered"] and r["best"] >= high_above]
+        right = sum(r["gold_cited"] for r in high)
+        precision, coverage = right / max(1, len(high)), right / max(1, answerable)
+        if precision >= PRECISION_OF_HIGH and coverage > best[2]:
+            best = (float(high_above), precision, coverage)
+    return best
+
+
 def fitted_weights(model: RawLogistic, names: tuple[str, ...]) -> dict[str, float]:
     """A fitted model's bias and weights, to two decimals as the settings have always held them."""
     return {
@@ -320,7 +343,7 @@ def fitted_weights(model: RawLogistic, names: tuple[str, ...]) -> dict[str, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Fit the evidence weights and confidence thresholds on dev.")
-    parser.add_argument("splits", nargs="?", default="dev,dev_contrast", help="tuning splits for the confidence")
+    parser.add_argument("splits", nargs="?", default=CONFIDENCE_SPLITS, help="tuning splits for the confidence")
     parser.add_argument("--every", type=int, default=1, help="read every Nth question of each (a quick run)")
     parser.add_argument(
         "--write",
@@ -331,51 +354,79 @@ def main() -> None:
         help=f"write the fitted weights and their record to FILE (default {FITTED_WEIGHTS.relative_to(PROJECT_ROOT)}, "
         "which the settings read); without it, only print them",
     )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="the parts refitted and written, comma-separated (the others are kept as they are)",
+    )
     args = parser.parse_args()
-    splits = args.splits.split(",")
+    splits, parts = args.splits.split(","), set(args.parts.split(","))
+    if not parts <= set(PARTS):
+        parser.error(f"--parts: choose among {', '.join(PARTS)}")
     settings = Settings(generator="extractive")
     current = settings.judging.evidence
-    high_above, missing_below, soft_above, precision, coverage = confidence_thresholds(
-        confidence_examples(settings, splits, args.every)
-    )
+    confident = confidence_examples(settings, splits, args.every)
+    high_above, missing_below, soft_above, precision, coverage = confidence_thresholds(confident)
+    foreign_high_above, foreign_precision, foreign_coverage = multilingual_high_above(confident)
     rows = examples(settings, args.every)
     print("The evidence weights (cite_share and standalone_margin are chosen with `rag eval --split dev`):")
-    loo = ["dev", "dev leave-one-out"]
+    loo = [part for split in EVIDENCE_SPLITS for part in (split, f"{split} leave-one-out")]
     fitted: dict[str, EvidenceWeights] = {}
     record = {}
-    for family in ("english", "multilingual"):
+    for family in [family for family in ("english", "multilingual") if family in parts]:
         subset = [r for r in rows if r["multilingual"] == (family == "multilingual")]
         model, predicted = fit(subset, family, strength=1.0, signs=tuple(EVIDENCE_SIGNS[f] for f in FEATURES))
         threshold = threshold_for(subset, predicted)
         figures = report(subset, predicted, threshold)
         weights = {**fitted_weights(model, FEATURES), "answer_above": round(threshold, 2)}
-        # Another script's words cannot be looked up in English abstracts: the probability alone
-        # decides, at the high_above chosen on dev's questions in other scripts (kept as set).
+        # Another language's words cannot be looked up in English abstracts: the probability alone decides.
         if family == "english":
             weights |= {"high_above": high_above, "missing_below": missing_below, "soft_above": soft_above}
+        else:
+            weights |= {"high_above": foreign_high_above}
         fitted[family] = getattr(current, family).model_copy(update=weights)
         print(f"  {family}: " + ", ".join(f"{name} {value}" for name, value in weights.items()))
         record[family] = fit_record(loo, every=args.every, **figures)
-    print(
-        f"  confidence on {'+'.join(splits)} (the weights in the settings): precision of high {precision:.3f}, "
-        f"coverage (answerable answered high citing a gold paper) {coverage:.3f}"
-    )
-    record["confidence"] = fit_record(
-        [part for split in splits for part in (loo if split == "dev" else [split])],
-        every=args.every,
-        precision_of_high_at_least=PRECISION_OF_HIGH,
-        precision_of_high=round(precision, 3),
-        coverage=round(coverage, 3),
-    )
-    several = several_examples(settings, args.every)
-    model, predicted = fit(several, "several papers", strength=1.0, features="sx")
-    record["several"] = fit_record(
-        ["dev"], every=args.every, **report_several(several, predicted, current.several.cite_above)
-    )
-    weights = fitted_weights(model, SEVERAL_FEATURES)
-    print("  several: " + ", ".join(f"{name} {value}" for name, value in weights.items()))
+    if "english" in parts:
+        print(
+            f"  confidence on {'+'.join(splits)} (the weights in the settings): precision of high {precision:.3f}, "
+            f"coverage (answerable answered high citing a gold paper) {coverage:.3f}"
+        )
+        record["confidence"] = fit_record(
+            [
+                part
+                for split in splits
+                for part in ([split, f"{split} leave-one-out"] if split in EVIDENCE_SPLITS else [split])
+            ],
+            every=args.every,
+            precision_of_high_at_least=PRECISION_OF_HIGH,
+            precision_of_high=round(precision, 3),
+            coverage=round(coverage, 3),
+        )
+    if "multilingual" in parts:
+        print(
+            f"  confidence in other languages: precision of high {foreign_precision:.3f}, "
+            f"coverage {foreign_coverage:.3f}"
+        )
+        record["multilingual_confidence"] = fit_record(
+            [split for split in splits if split in EVIDENCE_SPLITS],
+            every=args.every,
+            precision_of_high_at_least=PRECISION_OF_HIGH,
+            precision_of_high=round(foreign_precision, 3),
+            coverage=round(foreign_coverage, 3),
+        )
+    update: dict[str, object] = dict(fitted)
+    if "several" in parts:
+        several = several_examples(settings, args.every)
+        model, predicted = fit(several, "several papers", strength=1.0, features="sx")
+        record["several"] = fit_record(
+            ["dev"], every=args.every, **report_several(several, predicted, current.several.cite_above)
+        )
+        weights = fitted_weights(model, SEVERAL_FEATURES)
+        print("  several: " + ", ".join(f"{name} {value}" for name, value in weights.items()))
+        update["several"] = current.several.model_copy(update=weights)
     if args.write:
-        evidence = current.model_copy(update={**fitted, "several": current.several.model_copy(update=weights)})
+        evidence = current.model_copy(update=update)
         write_fitted(args.write, EvidenceSettings.model_validate(evidence.model_dump()), record)
         print(f"written to {args.write}")
 

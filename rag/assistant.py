@@ -183,7 +183,7 @@ class Assistant:
             own = max(alone.hits[0].sentence_scores.values(), default=0.0) if alone.hits else 0.0
             fit = self.retriever.sentence_fit(alone, [p.paper_id for p in discussed])
             return own - fit >= self.judge.weights(alone).standalone_margin
-        points_back = said.points_back or (not said.cjk and len(said.content) <= 3)
+        points_back = said.points_back or (not said.foreign and len(said.content) <= 3)
         return not points_back
 
     def analyse(self, question: str, query: str) -> Ask:
@@ -200,7 +200,7 @@ class Assistant:
         borrowed = self.retriever.named(query) if query != said.text else []
         ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()), query)
         holding: list[str] = []
-        if (ask.several or ask.intent in ("list", "summary")) and not said.cjk and ask.constraints:
+        if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:
             holding = self.retriever.containing(
                 ask.constraints, said.new_work, self.settings.retrieval.term_papers_at_most, ask.alternatives
             )
@@ -319,6 +319,8 @@ class Assistant:
             return
 
         note = prompts.NOT_FOUND.format(phrase=missing.phrase) if missing else ""
+        if confidence == "low" and missing is None:
+            note = prompts.UNSURE  # another language's words: no part of it to name
         if ask.intent == "existence" and confidence == "high" and self.generator.verbatim:
             note = prompts.EXISTS  # "Is there work on ...?" answered by what the work is
         # A list or a table starts on a line of its own.

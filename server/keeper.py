@@ -19,6 +19,7 @@ from rag.common.settings import Settings
 from rag.feedback import FeedbackStore
 from rag.index.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 from rag.index.stores.base import AddResult, SeedChanges
+from rag.query import language
 from rag.query.framing import tagger
 
 from .errors import ApiError
@@ -43,6 +44,7 @@ class AssistantKeeper:
         """The one place an index becomes an assistant (start, catch-up, reload, add)."""
         made = Assistant(loaded or load_index(self.settings), self.settings, observer=self._observe)
         tagger(self.settings.judging.tagger_model)  # rag/query/framing.py: before the first question, not on it
+        language.load()  # rag/query/language.py: the same
         PARTS.set("store", "ok")
         self.metrics.index(made.index)
         return made

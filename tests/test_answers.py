@@ -370,6 +370,14 @@ def test_a_chinese_question_finds_its_paper(assistant):
     assert "MedMosaic" in [c.name for c in answer.citations]
 
 
+def test_a_question_in_spanish_is_answered_from_its_paper_and_names_no_spanish_clause(assistant):
+    """Routed to the multilingual encoder by its language, not its script; judged by the evidence
+    fitted on dev's questions in other languages."""
+    answer = assistant.ask("¿Qué papers proponen nuevos benchmarks para agentes de programación?")
+    assert not answer.abstained and answer.missing is None, answer.text
+    assert "NL2Repo-Bench" in [c.name for c in answer.citations], answer.text
+
+
 def test_stream_yields_the_text_then_the_answer(assistant):
     from rag.assistant import Done, Piece
 

@@ -50,9 +50,11 @@ def test_results_are_one_row_per_paper_ranked_by_score(retriever):
         assert hit.snippet and hit.snippet in hit.paper.text
 
 
-def test_chinese_questions_go_through_the_multilingual_model(retriever):
+def test_questions_in_other_languages_go_through_the_multilingual_model(retriever):
     assert retriever.search("旋转位置编码", 3).multilingual
+    assert retriever.search("Welche Arbeiten komprimieren den KV-Cache?", 3).multilingual
     assert not retriever.search("rotary position encoding", 3).multilingual
+    assert not retriever.search("KV cache", 3).multilingual
 
 
 @pytest.mark.parametrize("query, k", [("", 5), ("   ", 5), ("valid", 0), ("valid", 51)])

@@ -200,7 +200,7 @@ class ExtractiveGenerator:
         """The answer in the shape the question asks for: the named papers side by side for a
         comparison, a line per paper for a list or a summary (a table when a figure is asked),
         else the sentences that answer, with a plain word for a part no source holds."""
-        multilingual = ask.said.cjk
+        multilingual = ask.said.foreign
         number = {hit.paper.paper_id: n for n, hit in enumerate(sources, start=1)}
         named = [number[p.paper_id] for p in ask.named if p.paper_id in number]  # in the order asked
         if ask.intent == "comparison" and len(named) >= 2:
@@ -239,7 +239,7 @@ class ExtractiveGenerator:
         it claims no result), what it finds first and last (the sentences after its introduction
         reporting a result), then its next best up to `summary_of_one`, in the abstract's order."""
         source, shown = sources[n - 1], _shown(ask)
-        own = [c for c in self.score(ask, sources, ask.said.cjk) if c.source == n and shown(c.sentence)]
+        own = [c for c in self.score(ask, sources, ask.said.foreign) if c.source == n and shown(c.sentence)]
         if not own:
             return ""
         order = list(source.sentence_scores)
@@ -358,7 +358,7 @@ class ExtractiveGenerator:
         (and, when a figure or the data is asked, the sentence that gives it). A paper the
         conversation named ("How does its approach differ from dLLM-Cache's?") is one of them."""
         naming = " ".join([ask.said.text, *(p.name for p in ask.named)])
-        candidates = self.score(ask, sources, ask.said.cjk, naming)
+        candidates = self.score(ask, sources, ask.said.foreign, naming)
         aspect = FIGURE if "number" in ask.wants else NAMES_DATA if "dataset" in ask.wants else None
         # What is asked of each paper, by the question's own words ("which weakness is each one
         # going after?" asks for each one's problem), when it is more than how they compare.
@@ -399,7 +399,7 @@ class ExtractiveGenerator:
         """One line per paper with what it contributes to the question; a Markdown table
         (paper | what it does | figure) when the question asks for a figure."""
         w = self.weights
-        candidates = self.score(ask, sources, ask.said.cjk)
+        candidates = self.score(ask, sources, ask.said.foreign)
         best = self.best_per_paper(candidates)
         if ask.intent == "summary" or ask.said.contribution:
             # A summary, or papers asked for what they contribute: the sentence saying what that is.

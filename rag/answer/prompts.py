@@ -76,6 +76,8 @@ NOT_COVERED_PATTERNS = (
 
 # A low-confidence answer's first sentence: the part of the question its papers lack, then what they say.
 NOT_FOUND = 'None of these abstracts mentions "{phrase}"; the closest of them say:'
+# A low answer to a question in another language, whose words cannot be looked up in English abstracts.
+UNSURE = "These abstracts may not answer all of this; the closest of them say:"
 ABSTAIN = "The ICML 2026 abstracts here do not cover this question."
 NONE_EXISTS = "No paper here does. "  # an abstention's opening for "Is there work on ...?"
 EXISTS = "Yes:"  # a confident answer's opening for "Is there work on ...?"

@@ -219,7 +219,8 @@ class RetrievalSettings(BaseModel):
     k: int = Field(5, ge=1, le=MAX_K)
     candidates: int = Field(30, ge=5, le=500, description="Chunks each retriever returns before fusion.")
     retrieval_mode: Literal["hybrid", "dense", "bm25"] = Field(
-        "hybrid", description="hybrid: dense + BM25 (+ multilingual for CJK); dense or bm25 alone are baselines."
+        "hybrid",
+        description="hybrid: dense + BM25 (multilingual-e5 for other languages); dense or bm25 alone are baselines.",
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
     term_candidates: int = Field(

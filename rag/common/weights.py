@@ -140,9 +140,9 @@ class EvidenceSettings(BaseModel):
     english: EvidenceWeights = Field(default_factory=lambda: _fitted("english"))
     multilingual: EvidenceWeights = Field(
         default_factory=lambda: _fitted("multilingual"),
-        description="For questions in other scripts, embedded by multilingual-e5: its cosines are squeezed near 0.8 "
-        "and few dev questions teach it, so its probabilities are less confident and its floor lower. Their words "
-        "cannot be looked up in English abstracts, so nothing is named as missing: an answer is 'high' or none.",
+        description="For questions in other languages, embedded by multilingual-e5: its cosines are squeezed near "
+        "0.8 and fewer dev questions teach it, so its probabilities are less confident. Their words cannot be looked "
+        "up in English abstracts, so nothing is named as missing: 'high' at high_above, else 'low' or none.",
     )
     several: SeveralWeights = Field(
         default_factory=lambda: _fitted("several"),
@@ -309,9 +309,10 @@ _HEADER = """\
 # each one does. Read at start-up as the settings' defaults (RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=...
 # overrides one). Written by `eval/calibrate.py --write`, fitted on the dev side only, never on test:
 # bias to answer_above of english and multilingual, english's high_above, missing_below and
-# soft_above, and several's bias to coverage_gap. Chosen by hand, and kept as they are by --write:
-# cite_share and standalone_margin (rag eval --split dev), multilingual's high_above, missing_below
-# and soft_above, several's cite_above and at_least, and several_cite_share. [framing]: written by
+# soft_above, multilingual's high_above, and several's bias to coverage_gap. Chosen by hand, and
+# kept as they are by --write: cite_share and standalone_margin (rag eval --split dev),
+# multilingual's missing_below and soft_above, several's cite_above and at_least, and
+# several_cite_share. [framing]: written by
 # `python -m eval.framing --write` (kept as it is by calibrate's --write).
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.
 """

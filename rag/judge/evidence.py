@@ -17,7 +17,8 @@ own (its own best paper is likely enough). The evidence for one paper:
 
 Their logistic weights live in `Settings.judging.evidence` and were fitted on the dev questions and
 their leave-one-out variants (eval/calibrate.py); the test split never chose them. Questions in
-other scripts are matched by the multilingual model and have weights of their own.
+other languages are matched by the multilingual model and have weights of their own, fitted on
+dev's questions in other languages (eval/data/dev_multilingual.jsonl) and theirs left out.
 Hand-written because no library scores answerability from retrieval evidence.
 """
 

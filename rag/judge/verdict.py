@@ -5,7 +5,7 @@ constraints found in the papers (rag/judge/constraints.py): none below `answer_a
 high when every constraint is found, or at `high_above` or more when those not found weigh less
 than `missing_below` of the question and none is another thing (a name, a modifier:
 `ConstraintCheck.other`); low otherwise, naming the weightiest constraint not found. Questions in
-other scripts, whose words are not matched, are high at `high_above`.
+other languages, whose words are not matched, are high at `high_above`, else low naming nothing.
 """
 
 from __future__ import annotations

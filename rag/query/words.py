@@ -16,9 +16,9 @@ from rag.common.text import (
     STOPWORDS,
     asks_for_several,
     content_words,
-    is_cjk,
     stems,
 )
+from rag.query.language import ENGLISH, language_of
 
 # Name-like words: an inner capital (nuScenes), a digit (QM9), two capitals (GRPO), or a
 # capital letter not at the start of the question (a proper name).
@@ -114,7 +114,7 @@ class Reading:
     text: str
     stems: frozenset[str]  # of its content words (Snowball)
     content: frozenset[str]  # its content words, lowercased
-    cjk: bool  # written in Chinese, Japanese or Korean: matched by the multilingual encoder
+    language: str  # ISO 639-1 (`rag.query.language.language_of`)
     several: bool  # asks for every paper that qualifies ("Which papers ...?")
     intent: str  # the kind of answer its own words ask for (`rag.query.analysis.Intent`)
     phrases: tuple[tuple[str, ...], ...]  # runs of content words (`question_phrases`)
@@ -131,6 +131,11 @@ class Reading:
     pronoun: bool  # holds a pronoun that can stand for a paper of the conversation
     bare: frozenset[str]  # words asked bare, lowercased ("only convex": not "strongly convex")
     opening: frozenset[str]  # words capitalised only where a sentence opens ("Rundown of ..."): no names
+
+    @property
+    def foreign(self) -> bool:
+        """Not English: matched by the multilingual encoder and judged by its evidence."""
+        return self.language != ENGLISH
 
 
 # A plain capitalised word where a sentence opens: capitalised for its place, not as a name.
@@ -152,7 +157,7 @@ def reading(text: str, intent: str) -> Reading:
         text=text,
         stems=frozenset(stems(text)),
         content=frozenset(content_words(text)),
-        cjk=is_cjk(text),
+        language=language_of(text),
         several=asks_for_several(text),
         intent=intent,
         phrases=tuple(tuple(run) for run in question_phrases(text)),

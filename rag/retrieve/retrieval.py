@@ -1,7 +1,7 @@
 """Question -> ranked papers: dense and BM25 chunk rankings fused by reciprocal rank, per paper.
 
 The fusion is written here rather than with LlamaIndex's QueryFusionRetriever because we need
-per-question weights (BM25 is noise for a Chinese question and must not drown the dense signal)
+per-question weights (BM25 is noise for a question in another language and must not drown the dense signal)
 and the raw dense cosine of each paper, which decides abstention; QueryFusionRetriever keeps
 neither. The retrievers themselves are LlamaIndex's.
 """
@@ -123,7 +123,7 @@ class Retriever:
             raise QueryError(f"k must be between 1 and {MAX_K}")
 
         mode = self.settings.retrieval.retrieval_mode
-        multilingual_embedder = self.index.multilingual_embedder if mode == "hybrid" and reading.cjk else None
+        multilingual_embedder = self.index.multilingual_embedder if mode == "hybrid" and reading.foreign else None
         multilingual = multilingual_embedder is not None
         candidates = self.settings.retrieval.candidates
         dense: dict[str, tuple[int, float]] = {}
