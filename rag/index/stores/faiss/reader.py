@@ -34,11 +34,10 @@ from rag.index.embedding import (
     QUERY_ENCODER,
     QUERY_ENCODER_INT8,
     configure_llama_index,
-    load_multilingual_embedder,
     load_query_embedder,
 )
 from rag.index.lexicon import Lexicon
-from rag.index.stores.base import REBUILD_HINT, Ranked, SentenceRows, check_parameters
+from rag.index.stores.base import REBUILD_HINT, Ranked, SentenceRows, check_parameters, multilingual_encoder
 from rag.index.stores.faiss.folders import current_build, read_manifest, verify_checksums
 from rag.index.stores.faiss.sentences import SENTENCES, SentenceTable
 from rag.index.topics import TopicMap
@@ -244,7 +243,7 @@ def _read(build: Path, manifest: dict, settings: Settings) -> LoadedIndex:
     chunks = json.loads((build / CHUNKS).read_text())
     multilingual = multilingual_vectors = multilingual_embedder = None
     if settings.indexing.multilingual:
-        multilingual_embedder = load_multilingual_embedder()
+        multilingual_embedder = multilingual_encoder(settings)
         multilingual = _load_chunks(build / "multilingual", chunks)
         multilingual_vectors = np.load(build / "sentences_multilingual.npy", mmap_mode="r")
     return LoadedIndex(

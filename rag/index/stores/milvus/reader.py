@@ -13,9 +13,8 @@ import numpy as np
 from rag.common.settings import Settings
 from rag.index.chunking import split_sentences
 from rag.index.corpus import Corpus
-from rag.index.embedding import load_multilingual_embedder
 from rag.index.lexicon import Lexicon
-from rag.index.stores.base import Ranked, SentenceRows, check_parameters, question_encoder
+from rag.index.stores.base import Ranked, SentenceRows, check_parameters, multilingual_encoder, question_encoder
 from rag.index.stores.milvus.collections import (
     NOT_LOADED,
     TABLES,
@@ -194,7 +193,7 @@ def load(settings: Settings, check: bool = True) -> MilvusIndex:
         papers, places = load_papers(client, names)
         corpus = Corpus(papers, manifest.get("paragraphs", 0))
         topic_map = TopicMap(places, [Topic(**t) for t in manifest.get("topics", [])])
-    multilingual = load_multilingual_embedder() if settings.indexing.multilingual else None
+    multilingual = multilingual_encoder(settings) if settings.indexing.multilingual else None
     # Questions through the int8 (or fp32) ONNX encoder, as on the FAISS path; an add embeds
     # its papers with the fp32 export (base.document_encoder).
     embedder = question_encoder(settings)
