@@ -88,10 +88,13 @@ def test_export_files(export):
     assert not [p for p in export.iterdir() if p.name.startswith(".")]  # no partial files left
 
 
-def test_check_passes_on_every_probe(export):
-    passed, lowest = check(export, PROBES)
-    assert lowest >= 0.99
-    assert passed
+def test_check_passes_on_probes_of_every_kind_and_fails_under_its_cosine(export):
+    """check() itself, on one probe per script family and the edge cases (the tests below compare
+    every probe's ids and vectors one by one)."""
+    probes = [PROBES[0], PROBES[1], PROBES[4], PROBES[5], PROBES[6], "", GRAPHEMES, NUL]
+    passed, lowest = check(export, probes)
+    assert passed and 0.99 <= lowest < 1.0
+    assert check(export, probes[:2], min_cosine=1.0) == (False, check(export, probes[:2])[1])
 
 
 @pytest.fixture(scope="module")
