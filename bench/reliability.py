@@ -179,7 +179,9 @@ def main() -> None:
         ws.rag("index", "--if-needed")
         header = held_back.read_text().split("\n", 1)[0]
         (ws.seeds / "five.txt").write_text(
-            "\n\n".join([header, *[a for a in read_seed_file(held_back) if paper_id_for(a) not in four.by_id][:5]])
+            "\n\n".join(
+                [header, *[r.text for r in read_seed_file(held_back) if paper_id_for(r.text) not in four.by_id][:5]]
+            )
             + "\n"
         )
         five = ws.rag("index", "--if-needed")

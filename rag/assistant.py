@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from rag.answer import prompts
+from rag.answer import metadata, prompts
 from rag.answer.citations import Citation, CitationTracker, lexical_support
 from rag.answer.extractive import ExtractiveGenerator
 from rag.answer.generator import Generator, make_generator
@@ -28,7 +28,7 @@ from rag.index.stores.base import SearchIndex
 from rag.judge.verdict import Confidence, Judge
 from rag.query.analysis import Ask, analyse, read
 from rag.query.words import Reading
-from rag.retrieve.retrieval import Hit, Retrieval, Retriever
+from rag.retrieve.retrieval import Hit, Retrieval, Retriever, by_any
 
 
 def _not_covered(text: str) -> bool:
@@ -126,15 +126,17 @@ class Assistant:
             else ExtractiveGenerator(index.lexicon, settings.answering.extractive)
         )
         self.judge = Judge(index, self.retriever.vocabulary, settings)
+        self.authors_recorded = any(p.authors for p in index.corpus.papers)
 
-    def within(self, paper_ids: Collection[str] | None) -> Assistant:
-        """This assistant answering from `paper_ids` only (None: every paper, itself): retrieval is
-        restricted to them (`Retriever.within`), so nothing else is searched or cited; evidence,
-        abstention and confidence follow the same rules. PaperNotFoundError names unknown ids."""
-        if paper_ids is None:
+    def within(self, paper_ids: Collection[str] | None, authors: Collection[str] | None = None) -> Assistant:
+        """This assistant answering from `paper_ids` and the papers by `authors` only (None: every
+        paper): retrieval is restricted to them (`Retriever.within`), so nothing else is searched
+        or cited; evidence, abstention and confidence follow the same rules. PaperNotFoundError
+        names unknown ids, or authors no paper has."""
+        if paper_ids is None and authors is None:
             return self
         scoped = copy.copy(self)
-        scoped.retriever = self.retriever.within(paper_ids)
+        scoped.retriever = self.retriever.within(paper_ids, authors)
         return scoped
 
     # -- follow-ups ---------------------------------------------------------------------------
@@ -227,7 +229,7 @@ class Assistant:
         return self.retriever.find(searched, k or self.settings.retrieval.k, ask.tied)
 
     def abstention(self, hits: list[Hit], ask: Ask | None = None) -> str:
-        closest_names = [h.paper.name for h in hits[:3] if not h.paper.name.endswith("…")]
+        closest_names = [h.paper.display_name for h in hits[:3] if not h.paper.display_name.endswith("…")]
         closest = prompts.ABSTAIN_CLOSEST.format(names=", ".join(closest_names)) if closest_names else ""
         opening = prompts.NONE_EXISTS if ask is not None and ask.intent == "existence" else ""
         return opening + prompts.ABSTAIN + closest
@@ -282,6 +284,12 @@ class Assistant:
         lap("condense")
         ask = self.analyse(question, query)
         lap("analyse")
+        by = ask.authorship.by if ask.authorship is not None else None
+        if by is not None:  # "Which papers are by NAME?": the metadata answers, not the abstracts
+            papers = [p for p in self.retriever.papers.values() if by_any(p, [by])]
+            found = metadata.papers_by(by, papers, self.authors_recorded)
+            yield from self._from_metadata(found, ask, query, history, timings, started)
+            return
         if ask.listing:
             k = max(k or self.settings.retrieval.k, self.settings.answering.list_sources)
         retrieval = self.retrieve(ask, alone, k)
@@ -296,6 +304,10 @@ class Assistant:
         def first_piece() -> None:
             timings.setdefault("first_piece", (time.perf_counter() - started) * 1000)
 
+        if ask.authorship is not None and sources:  # "Who wrote X?": X found, its authors from the metadata
+            paper = ask.named[0] if ask.named else sources[0].paper
+            yield from self._from_metadata(metadata.written_by(paper), ask, query, history, timings, started)
+            return
         if not sources:
             text = self.abstention(retrieval.hits, ask)
             first_piece()
@@ -383,6 +395,28 @@ class Assistant:
                 )
             )
         )
+
+    def _from_metadata(
+        self, found: metadata.MetadataAnswer, ask: Ask, query: str, history: list[dict], timings: dict, started: float
+    ) -> Iterator[Event]:
+        """The pieces and the Answer of an answer the corpus's metadata gives (rag/answer/metadata.py)."""
+        timings["first_piece"] = timings["total"] = (time.perf_counter() - started) * 1000
+        yield Piece(found.text)
+        answer = Answer(
+            found.text,
+            found.citations,
+            not found.citations,
+            query,
+            self.generator.name,
+            timings=timings,
+            confidence=found.confidence,
+            missing=found.missing,
+            held=1.0 if found.confidence == "high" else 0.0,
+            question=ask.whole,
+            history=history,
+            ask=ask,
+        )
+        yield Done(self._observed(answer))
 
     def _observed(self, answer: Answer) -> Answer:
         if self.observer is not None:

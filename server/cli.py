@@ -110,12 +110,12 @@ def _retriever(settings: Settings):
 
 
 def cmd_search(args, settings: Settings) -> int:
-    result = _retriever(settings).within(_scope(args)).search(args.query, args.k)
+    result = _retriever(settings).within(_scope(args), args.author).search(args.query, args.k)
     if args.json:
         print(json.dumps({"results": [h.to_dict() for h in result.hits]}, ensure_ascii=False, indent=2))
         return 0
     for hit in result.hits:
-        print(f"{hit.rank:>2}. {hit.paper.name}  [{hit.paper.paper_id}]  score {hit.score:.4f}")
+        print(f"{hit.rank:>2}. {hit.paper.display_name}  [{hit.paper.paper_id}]  score {hit.score:.4f}")
         print(f"    {hit.snippet}")
         if hit.paper.code_url:
             print(f"    code: {hit.paper.code_url}")
@@ -131,7 +131,7 @@ def cmd_ask(args, settings: Settings) -> int:
         if role not in ("user", "assistant") or not content.strip():
             raise RagError(f"--history takes ROLE:TEXT with ROLE user or assistant, got {turn!r}")
         history.append({"role": role, "content": content.strip()})
-    assistant = Assistant(_open_index(settings), settings).within(_scope(args))
+    assistant = Assistant(_open_index(settings), settings).within(_scope(args), args.author)
     for event in assistant.stream(args.question, history, args.k):
         if isinstance(event, Done):
             answer = event.answer
@@ -150,19 +150,17 @@ def cmd_ask(args, settings: Settings) -> int:
 
 
 def cmd_add(args, settings: Settings) -> int:
-    from rag.index.corpus import read_seed_file
+    from rag.index.corpus import read_seed_bytes
     from rag.index.stores import add_seed_texts
 
-    items = []
-    for path in args.files:
-        read_seed_file(path)  # a clear error naming the file before anything is written
-        items.append((path.name, path.read_bytes()))
+    # Every file is parsed and checked before anything is written (a clear error naming it).
+    items = [(path.name, read_seed_bytes(path, settings.indexing.max_file_bytes)) for path in args.files]
     started = time.perf_counter()
     result = add_seed_texts(settings, items)
     for paper in result.duplicates:
-        print(f"already indexed: {paper.name} [{paper.paper_id}]")
+        print(f"already indexed: {paper.display_name} [{paper.paper_id}]")
     for paper in result.added:
-        print(f"added: {paper.name} [{paper.paper_id}]")
+        print(f"added: {paper.display_name} [{paper.paper_id}]")
     print(
         f"{len(result.added)} added, {len(result.duplicates)} already indexed, "
         f"{time.perf_counter() - started:.1f} s" + (f" -> {result.build}" if result.build else "")
@@ -310,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="only this paper (repeatable, or ids separated by commas), as paper_ids on /search and /ask",
     )
+    within.add_argument(
+        "--author",
+        action="append",
+        metavar="NAME",
+        help="only papers by this author (repeatable; whole words of a name), as authors on /search and /ask",
+    )
 
     index = sub.add_parser("index", parents=[where], help="build or rebuild the index from the seed files")
     index.add_argument(
@@ -355,7 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--stream", action="store_true", help="print the answer as it is produced")
     ask.set_defaults(run=cmd_ask)
 
-    add = sub.add_parser("add", parents=[where], help="add the abstracts of seed-format files without a full rebuild")
+    add = sub.add_parser(
+        "add",
+        parents=[where],
+        help="add the papers of corpus files (seed format, JSON Lines, CSV, OpenReview, arXiv) without a full rebuild",
+    )
     add.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add.set_defaults(run=cmd_add)
 

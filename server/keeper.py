@@ -16,11 +16,11 @@ from rag.assistant import Answer, Assistant
 from rag.common.errors import RagError, StoreUnavailableError
 from rag.common.parts import PARTS
 from rag.common.settings import Settings
+from rag.common.text import tagger
 from rag.feedback import FeedbackStore
 from rag.index.stores import add_seed_texts, index_seeds, load_index, open_index, seeds_changed
 from rag.index.stores.base import AddResult, SeedChanges
 from rag.query import language
-from rag.query.framing import tagger
 
 from .errors import ApiError
 from .metrics import Metrics

@@ -24,7 +24,7 @@ from rag.common.errors import RagError
 from rag.common.limits import MAX_K, MAX_QUESTION_CHARS
 
 from .errors import error_response
-from .schemas import SCOPE, PaperIds
+from .schemas import BY_AUTHORS, SCOPE, Authors, PaperIds
 
 Query = Annotated[
     str,
@@ -35,6 +35,7 @@ Query = Annotated[
     ),
 ]
 Scope = Annotated[PaperIds | None, Field(description=SCOPE)]
+ByAuthors = Annotated[Authors | None, Field(description=BY_AUTHORS)]
 
 
 def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
@@ -55,27 +56,27 @@ def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
 
     @server.tool()
     async def search_papers(
-        query: Query, k: Annotated[int, Field(ge=1, le=MAX_K)] = 5, paper_ids: Scope = None
+        query: Query, k: Annotated[int, Field(ge=1, le=MAX_K)] = 5, paper_ids: Scope = None, authors: ByAuthors = None
     ) -> dict[str, Any]:
         """The k papers that best match the query, best first, each with its best-matching sentence;
-        with paper_ids, only among those papers."""
-        result = await call(lambda ready: ready.retriever.within(paper_ids).search(query, k))
+        with paper_ids or authors, only among those papers."""
+        result = await call(lambda ready: ready.retriever.within(paper_ids, authors).search(query, k))
         return {"results": [hit.to_dict() for hit in result.hits]}
 
     @server.tool()
-    async def ask(question: Query, paper_ids: Scope = None) -> dict[str, Any]:
+    async def ask(question: Query, paper_ids: Scope = None, authors: ByAuthors = None) -> dict[str, Any]:
         """A short answer with numbered citations [n] to the papers it comes from, and its `confidence`:
         high (the cited papers support it), low (the closest papers; `missing` names the part of the
         question none of them contains) or none (an abstention: no abstract covers the question).
-        With paper_ids, only those papers are searched and cited."""
-        answer = await call(lambda ready: ready.within(paper_ids).ask(question, [], None))
+        With paper_ids or authors, only those papers are searched and cited."""
+        answer = await call(lambda ready: ready.within(paper_ids, authors).ask(question, [], None))
         return answer.to_dict()
 
     def find(ready: Assistant, paper_id: str) -> dict[str, Any]:
         paper = ready.index.corpus.get(paper_id)
         if paper is None:
             raise LookupError(paper_id)
-        return paper.to_dict()
+        return paper.public()
 
     @server.tool()
     async def get_paper(paper_id: str) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def build_mcp(assistant: Callable[[], Assistant]) -> MCPServer:
     )
     async def papers() -> str:
         listing = await call(
-            lambda ready: [{"paper_id": p.paper_id, "name": p.name} for p in ready.index.corpus.papers]
+            lambda ready: [{"paper_id": p.paper_id, "name": p.display_name} for p in ready.index.corpus.papers]
         )
         return json.dumps(listing, ensure_ascii=False)
 

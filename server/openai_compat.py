@@ -20,7 +20,7 @@ from rag.answer.suggestions import next_questions
 from rag.assistant import Answer
 from rag.common.limits import MAX_HISTORY_TURNS, MAX_QUESTION_CHARS, MAX_TURN_CHARS
 
-from .schemas import SCOPE, PaperIds, unicode_text
+from .schemas import BY_AUTHORS, SCOPE, Authors, PaperIds, unicode_text
 
 
 class ContentPart(BaseModel):
@@ -46,17 +46,23 @@ class StreamOptions(BaseModel):
 
 
 class ChatMetadata(BaseModel):
-    """OpenAI's free-form `metadata`; the service reads `paper_ids`, its scope, and ignores the rest.
-    OpenAI's own metadata values are strings, so the ids may also come as one string, separated by
-    commas or spaces."""
+    """OpenAI's free-form `metadata`; the service reads `paper_ids` and `authors`, its scope, and
+    ignores the rest. OpenAI's own metadata values are strings, so the ids may also come as one
+    string, separated by commas or spaces, and the authors as one, separated by ";"."""
 
     model_config = ConfigDict(extra="ignore")
     paper_ids: PaperIds | None = Field(None, description=SCOPE)
+    authors: Authors | None = Field(None, description=BY_AUTHORS)
 
     @field_validator("paper_ids", mode="before")
     @classmethod
     def _listed(cls, value):
         return [part for part in re.split(r"[\s,]+", value) if part] if isinstance(value, str) else value
+
+    @field_validator("authors", mode="before")
+    @classmethod
+    def _names(cls, value):
+        return [part for part in value.split(";") if part.strip()] if isinstance(value, str) else value
 
 
 class ChatCompletionRequest(BaseModel):
@@ -97,6 +103,11 @@ class ChatCompletionRequest(BaseModel):
     def paper_ids(self) -> list[str] | None:
         """The scope the request's metadata names, else None (every paper)."""
         return self.metadata.paper_ids if self.metadata else None
+
+    @property
+    def authors(self) -> list[str] | None:
+        """The authors the request's metadata scopes to, else None (every paper)."""
+        return self.metadata.authors if self.metadata else None
 
     @property
     def continues(self) -> bool:

@@ -3,21 +3,15 @@ from dataclasses import dataclass
 import pytest
 
 from rag.answer.citations import CitationTracker, clean_answer, parse_marker
+from rag.index.corpus import Paper
 
 
 @dataclass
-class FakePaper:  # plain data standing in for a retrieved paper; no behaviour is faked
-    paper_id: str
-    name: str
-    text: str
+class FakeHit:  # plain data standing in for a retrieved paper's hit; no behaviour is faked
+    paper: Paper
 
 
-@dataclass
-class FakeHit:
-    paper: FakePaper
-
-
-SOURCES = [FakeHit(FakePaper(f"p{i}", f"Paper {i}", f"text {i}")) for i in range(1, 6)]
+SOURCES = [FakeHit(Paper(f"p{i}", f"text {i}", f"Paper {i}", None)) for i in range(1, 6)]
 
 
 def support(sentence, hit):

@@ -41,9 +41,9 @@ from rag.index.corpus import (
     load_corpus,
     normalise,
     paper_id_for,
-    parse_seed,
     read_seed_file,
 )
+from rag.index.formats import parse_seed
 from rag.index.stores.base import SentenceRows
 from rag.retrieve.retrieval import Hit
 
@@ -213,7 +213,9 @@ def test_loading_a_folder_equals_parsing_its_files(files):
         for name, (raw, _) in files:
             (folder / name).write_bytes(raw)
         corpus = load_corpus(folder)
-        assert [read_seed_file(folder / name) for name, _ in files] == [expected for _, (_, expected) in files]
+        assert [[r.text for r in read_seed_file(folder / name)] for name, _ in files] == [
+            expected for _, (_, expected) in files
+        ]
     parsed = build_corpus([(name, parse_seed(raw, name)) for name, (raw, _) in files])
     assert [p.to_dict() for p in corpus.papers] == [p.to_dict() for p in parsed.papers]
 

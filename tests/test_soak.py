@@ -44,13 +44,15 @@ BAD = [  # (method, path, body or raw bytes, expected status)
 ]
 NEW_PAPERS = "Soak test abstracts\n\n" + "\n\n".join(
     f"We propose SoakNet-{i}, a retrieval method for long scientific documents that indexes section "
-    f"graphs; on {i + 3} benchmarks it improves recall at ten by {i + 4} points over dense baselines."
+    f"graphs; on {i + 3} benchmarks it improves recall at ten by {i + 4} points over dense baselines. "
+    "Its index is built once and updated in place as documents change."
     for i in range(3)
 )
 
 WARM_PAPER = (
     "Warm-up\n\nWe propose WarmNet, a caching method for retrieval services that keeps recent "
-    "answers; it halves latency on two benchmarks.\n"
+    "answers and serves a repeated question from memory; on two benchmarks of real traffic it halves "
+    "the latency of a service at the same recall.\n"
 )
 
 

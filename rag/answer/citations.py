@@ -165,10 +165,10 @@ class CitationTracker:
                 Citation(
                     self._renumber[number],
                     paper.paper_id,
-                    paper.name,
+                    paper.display_name,
                     paper.text,
                     snippet,
-                    getattr(paper, "code_url", None),
+                    paper.code_url,
                 )
             )
         return self._renumber[number]

@@ -392,7 +392,7 @@ class ExtractiveGenerator:
             chosen |= set(more[: self.weights.aspect_sentences - 1])
             picked = sorted((c for c in own if c.sentence in chosen), key=lambda c: order.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
-            lines.append(f"- **{_cell(sources[n - 1].paper.name)}**: {body}")
+            lines.append(f"- **{_cell(sources[n - 1].paper.display_name)}**: {body}")
         return "\n".join(lines)
 
     def per_paper(self, ask: Ask, sources: list[Hit]) -> str:
@@ -411,7 +411,7 @@ class ExtractiveGenerator:
             rows = ["| Paper | What it does | Figure |", "|---|---|---|"]
             for n in order:
                 does, figure = best[n], figures.get(n)
-                cells = [_cell(sources[n - 1].paper.name), f"{_cell(self.sentence(does)[0])} [{n}]"]
+                cells = [_cell(sources[n - 1].paper.display_name), f"{_cell(self.sentence(does)[0])} [{n}]"]
                 cells.append(
                     f"{_cell(self.sentence(figure)[0])} [{n}]"
                     if figure is not None and figure is not does
@@ -443,7 +443,8 @@ class ExtractiveGenerator:
                     picked.append(c)
             picked = sorted(picked or [best[n]], key=lambda c: sentences.index(c.sentence))
             body = " ".join(f"{text} [{n}]{end}" for text, end in map(self.sentence, picked))
-            label = f"**{_cell(name)}**: " if not name.endswith("…") else ""
+            shown_name = sources[n - 1].paper.display_name
+            label = f"**{_cell(shown_name)}**: " if not shown_name.endswith("…") else ""
             lines.append(f"- {label}{body}")
         return "\n".join(lines)
 

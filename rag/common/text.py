@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+import threading
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
@@ -107,3 +109,29 @@ _SEVERAL = re.compile(
 
 def asks_for_several(question: str) -> bool:
     return bool(_SEVERAL.search(question))
+
+
+_LOADING = threading.Lock()
+
+
+def tagger(model: str):
+    """spaCy's pipeline `model`, with what tags parts of speech and parses dependencies: imported
+    and loaded once, by whichever thread asks first (about 1 s; the service, before it is healthy)."""
+    with _LOADING:
+        return _loaded_tagger(model)
+
+
+@lru_cache(maxsize=2)
+def _loaded_tagger(model: str):
+    # spaCy's thinc imports torch whenever it is installed (200 MB more in the service, which
+    # embeds questions with ONNX); the tagger runs without it. Loaded before the service takes
+    # requests, so no other thread imports torch meanwhile.
+    blocked = "torch" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        import spacy
+    finally:
+        if blocked:
+            del sys.modules["torch"]
+    return spacy.load(model, exclude=["ner", "lemmatizer"])

@@ -41,12 +41,19 @@ def chunk_papers(
     )
     nodes: list[TextNode] = []
     for paper in papers:
-        doc = Document(text=paper.text, doc_id=paper.paper_id, metadata={"paper_id": paper.paper_id})
+        # A title and authors, where the corpus has them, head every chunk's embedded and BM25
+        # text (LlamaIndex's metadata in MetadataMode.EMBED); the splitter leaves room for them
+        # (and for the paper id, which it counts too: the chunks of a corpus without titles are as
+        # they always were).
+        searchable = {"title": paper.title} if paper.title else {}
+        if paper.authors:
+            searchable["authors"] = ", ".join(paper.authors)
+        doc = Document(text=paper.text, doc_id=paper.paper_id, metadata={"paper_id": paper.paper_id, **searchable})
         # A SentenceSplitter makes TextNodes (its signature says BaseNode).
         for i, node in enumerate(cast(list[TextNode], splitter.get_nodes_from_documents([doc]))):
             node.id_ = f"{paper.paper_id}-{i}"
             start = node.start_char_idx if node.start_char_idx is not None else paper.text.find(node.text)
-            node.metadata = {"paper_id": paper.paper_id, "span": [start, start + len(node.text)]}
+            node.metadata = {"paper_id": paper.paper_id, "span": [start, start + len(node.text)], **searchable}
             node.excluded_embed_metadata_keys = _HIDDEN_METADATA
             node.excluded_llm_metadata_keys = _HIDDEN_METADATA
             nodes.append(node)

@@ -1,6 +1,7 @@
-"""Seed files -> papers: header dropped, paragraphs split on blank lines, duplicates merged by id.
+"""Corpus files -> papers: each file's records (rag/index/formats.py), duplicates merged by id.
 
-A seed file is one header line (any language) then abstracts separated by blank lines.
+A seed file is one header line (any language) then abstracts separated by blank lines; JSON
+Lines, CSV, OpenReview and arXiv files bring titles, authors, links and ids too.
 A paper's identity is the first 12 hex digits of sha256 over its whitespace-normalised text,
 so the same abstract in two files is one paper listing both files in `sources`.
 """
@@ -9,19 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from rag.common.errors import CorpusError
+from rag.index.formats import SUFFIXES, Record, normalise, parse_file, supported
 
-_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line of whitespace only, any (no-break space, U+3000...)
 _URL = re.compile(r"https?://[^\s<>\"'`]+")
 _URL_TRAILING_JUNK = ".,;:!?)]}*'\"`"
-
-
-def normalise(text: str) -> str:
-    """Collapse every run of whitespace to one space."""
-    return " ".join(text.split())
 
 
 def paper_id_for(text: str) -> str:
@@ -30,20 +27,47 @@ def paper_id_for(text: str) -> str:
 
 @dataclass
 class Paper:
+    """One abstract. `name` is what a text calls it (the method the abstract introduces), which
+    questions and sentences are matched against; `display_name` is what a reader is shown."""
+
     paper_id: str
     text: str
-    name: str
+    name: str  # the name the abstract gives, else its first words ending in "…" (`named` is False)
     code_url: str | None
     sources: list[str] = field(default_factory=list)
+    title: str | None = None  # the corpus's title for it, where the corpus has titles
+    authors: list[str] = field(default_factory=list)
+    url: str | None = None
+    ref: str | None = None  # the corpus's own id for it (an OpenReview or arXiv id), where it has one
+    derived_title: str | None = None  # a short title derived from the abstract when indexing (rag/index/titles.py)
+
+    @property
+    def named(self) -> bool:
+        """True when the abstract gives the paper a name (else `name` is its first words)."""
+        return not self.name.endswith("…")
+
+    @property
+    def display_name(self) -> str:
+        """The title, else the abstract's name for it, else the derived title: never a cut sentence
+        once the index has derived one."""
+        if self.title:
+            return self.title
+        return self.name if self.named or not self.derived_title else self.derived_title
+
+    def public(self) -> dict:
+        """What a reader is shown (the HTTP contract): `name` is `display_name`; `title`,
+        `authors` and `url` only where the corpus has them."""
+        shown: dict[str, object] = {"paper_id": self.paper_id, "name": self.display_name, "text": self.text}
+        shown |= {"code_url": self.code_url, "sources": list(self.sources)}
+        extra = {"title": self.title, "authors": list(self.authors), "url": self.url, "ref": self.ref}
+        return shown | {key: value for key, value in extra.items() if value}
 
     def to_dict(self) -> dict:
-        return {
-            "paper_id": self.paper_id,
-            "name": self.name,
-            "text": self.text,
-            "code_url": self.code_url,
-            "sources": list(self.sources),
-        }
+        """Every field, for a store to keep; `sources` copied."""
+        record = {f.name: getattr(self, f.name) for f in fields(self)}
+        record["sources"] = list(self.sources)
+        record["authors"] = list(self.authors)
+        return record
 
 
 @dataclass
@@ -71,79 +95,105 @@ class Corpus:
         return h.hexdigest()
 
 
-def read_seed_bytes(path: Path) -> bytes:
+def read_seed_bytes(path: Path, max_bytes: int | None = None) -> bytes:
+    """A corpus file's bytes; a file over `max_bytes` is refused before it is read."""
     try:
+        if max_bytes is not None and (size := path.stat().st_size) > max_bytes:
+            raise CorpusError(
+                f"{path}: {size / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB a corpus file may hold "
+                "(RAG_MAX_FILE_MB): split it into several files"
+            )
         return path.read_bytes()
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
-def read_seed_file(path: Path) -> list[str]:
-    """Return the normalised abstracts of one seed file, or raise CorpusError naming it."""
-    return parse_seed(read_seed_bytes(path), path)
+def read_seed_file(path: Path, max_bytes: int | None = None) -> list[Record]:
+    """The records of one corpus file (any format in rag/index/formats.py), or CorpusError naming it."""
+    return parse_file(read_seed_bytes(path, max_bytes), path)
 
 
 def file_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def parse_seed(raw: bytes, path: Path | str) -> list[str]:
-    """The abstracts of seed-format bytes; errors name `path`."""
-    if not raw.strip():
-        raise CorpusError(f"{path}: the file is empty")
-    if b"\x00" in raw:
-        raise CorpusError(f"{path}: looks like a binary file, not UTF-8 text")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    header, _, body = text.lstrip().partition("\n")  # blank lines before the header are skipped
-    if not header.strip() or len(normalise(header)) > 200:
-        raise CorpusError(
-            f"{path}: no header line (expected a short title line, then abstracts separated by blank lines)"
-        )
-    if not body.strip():
-        raise CorpusError(f"{path}: a header line but no abstracts")
-    return [normalise(p) for p in _BLANK_LINE.split(body) if p.strip()]
+def corpus_files(seeds_dir: Path) -> list[Path]:
+    """The corpus files of a folder: every file in a known format, hidden ones (an add's pending file) aside."""
+    return sorted(f for f in Path(seeds_dir).iterdir() if f.is_file() and supported(f))
 
 
-def load_corpus(seeds_dir: Path, extra: dict[str, bytes] | None = None) -> Corpus:
-    """Read every `*.txt` in `seeds_dir` (and the `extra` files, name -> bytes, about to join
-    it) into a deduplicated corpus that records each file's sha256."""
+def load_corpus(
+    seeds_dir: Path, extra: dict[str, bytes] | None = None, max_bytes: int | None = None, min_words: int = 0
+) -> Corpus:
+    """Read every corpus file in `seeds_dir` (and the `extra` files, name -> bytes, about to join
+    it) into a deduplicated corpus that records each file's sha256; a file over `max_bytes`, or
+    with an abstract of fewer than `min_words` words, is refused."""
     seeds_dir = Path(seeds_dir)
     if not seeds_dir.is_dir():
         raise CorpusError(f"{seeds_dir}: not a directory")
-    raws = {f.name: read_seed_bytes(f) for f in sorted(seeds_dir.glob("*.txt"))} | (extra or {})
+    raws = {f.name: read_seed_bytes(f, max_bytes) for f in corpus_files(seeds_dir)} | (extra or {})
     if not raws:
-        raise CorpusError(f"{seeds_dir}: no seed files (*.txt) found")
-    corpus = build_corpus((name, parse_seed(raw, seeds_dir / name)) for name, raw in raws.items())
+        raise CorpusError(f"{seeds_dir}: no seed files ({', '.join('*' + s for s in SUFFIXES)}) found")
+    parsed = {name: parse_file(raw, seeds_dir / name) for name, raw in raws.items()}
+    for name, records in parsed.items():
+        check_abstracts(records, name, min_words)
+    corpus = build_corpus(parsed.items())
     corpus.files = {name: file_hash(raw) for name, raw in sorted(raws.items())}
     return corpus
 
 
 def seed_files(seeds_dir: Path) -> dict[str, str]:
     """The seed folder's files and their sha256, without parsing them: a cheap staleness check."""
-    return {f.name: file_hash(read_seed_bytes(f)) for f in sorted(Path(seeds_dir).glob("*.txt"))}
+    return {f.name: file_hash(read_seed_bytes(f)) for f in corpus_files(seeds_dir)}
 
 
-def build_corpus(files) -> Corpus:
-    """Merge (source name, abstracts) pairs into papers; the order of files does not matter."""
+def build_corpus(files: Iterable[tuple[str, Iterable[Record | str]]]) -> Corpus:
+    """Merge (source name, records) pairs into papers; the order of files does not matter. A
+    record is an abstract with what its file knows of it; a bare string, an abstract alone. The
+    same abstract twice is one paper, with what either record knows (the first that knows it wins)."""
     papers: dict[str, Paper] = {}
     paragraphs = 0
-    for source, abstracts in files:
-        for text in abstracts:
+    for source, items in files:
+        for item in items:
+            record = item if isinstance(item, Record) else Record(item)
             paragraphs += 1
-            pid = paper_id_for(text)
+            pid = paper_id_for(record.text)
             paper = papers.get(pid)
             if paper is None:
-                papers[pid] = Paper(pid, text, extract_name(text), extract_code_url(text), [source])
-            elif source not in paper.sources:
+                paper = papers[pid] = Paper(pid, record.text, extract_name(record.text), extract_code_url(record.text))
+            if source not in paper.sources:
                 paper.sources.append(source)
+            paper.title = paper.title or record.title
+            paper.authors = paper.authors or list(record.authors)
+            paper.url = paper.url or record.url
+            paper.ref = paper.ref or record.ref
     for paper in papers.values():
         paper.sources.sort()
     ordered = sorted(papers.values(), key=lambda p: (p.sources[0], p.paper_id))
     return Corpus(ordered, paragraphs)
+
+
+_WORDS = re.compile(r"[^\W\d_]+")
+_CJK_CHARACTER = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def words_in(text: str) -> int:
+    """Words of prose: runs of letters, and a word per two characters of Chinese, Japanese or Korean."""
+    cjk = len(_CJK_CHARACTER.findall(text))
+    return len(_WORDS.findall(_CJK_CHARACTER.sub(" ", text))) + cjk // 2
+
+
+def check_abstracts(records: Iterable[Record | str], source: str, min_words: int) -> None:
+    """Refuse what is not an abstract (a stray line, a title alone, a table's cell): text of fewer
+    than `min_words` words of prose. CorpusError names the file and the record."""
+    for n, item in enumerate(records, start=1):
+        text = item.text if isinstance(item, Record) else item
+        if (count := words_in(text)) < min_words:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise CorpusError(
+                f"{source}: abstract {n} ({shown!r}) has {count} word{'s' * (count != 1)}: not an abstract "
+                f"(one has at least {min_words}, RAG_MIN_ABSTRACT_WORDS)"
+            )
 
 
 def mentions(text: str, name: str) -> bool:
@@ -191,6 +241,13 @@ def _is_acronym(token: str) -> bool:
     return caps >= 2 or (caps >= 1 and any(c.isdigit() for c in token))
 
 
+def _coined(word: str) -> bool:
+    """A word English does not write (wordfreq knows none of its parts), such as a method's name."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word, "en") == 0
+
+
 def _clean(name: str) -> str:
     name = re.sub(r"[*$`\\]|textbf|texttt|\{|\}", "", name)
     return normalise(name).strip(" ,.;:()")
@@ -225,8 +282,8 @@ def _candidate(rest: str) -> tuple[int, str] | None:
         if acronym:
             return 2, acronym.group(1)
         name = _clean(raw)
-        strong = any(w[:1].isupper() or _is_acronym(w) for w in name.split())
-        return (2 if strong else 1), name
+        # "**learnable indexer**" stresses a description; a name holds a capital ("**Deep Forcing**").
+        return (2, name) if any(w[:1].isupper() or _is_acronym(w) for w in name.split()) else None
     words = rest.split()
     run = _capitalised_run(words)
     if run:
@@ -235,7 +292,10 @@ def _candidate(rest: str) -> tuple[int, str] | None:
         if len(run) >= 2 and acronym:
             return 2, acronym.group(1)
         if len(run) == 1 and not _is_acronym(run[0]) and not words[0].endswith(","):
-            # "Feynman diagrams for ...": a capitalised modifier, keep its noun phrase.
+            # One capitalised word then a noun: a name only when the word is coined ("Euclean
+            # kernels"); "Feynman diagrams" or "GMM-type estimators" describe what is used.
+            if not _coined(run[0]):
+                return None
             head = re.split(r"\s(?:of|for|on|in|under|through|with|via)\s", phrase, maxsplit=1)[0]
             return 2, " ".join(head.split()[:4])
         if len(run) == 1 or not acronym:

@@ -115,36 +115,50 @@ def _subsequence(wanted: list[str], letters: list[str]) -> bool:
 
 class NameFinder:
     """Which papers a text names, found by scanning the text once with an Aho-Corasick automaton
-    of every paper's name (pyahocorasick), whatever the number of papers. The same match as
-    `corpus.mentions`: case-sensitive, whole words, fallback names ("Some words…") never."""
+    of every paper's name (pyahocorasick), whatever the number of papers. Names match as
+    `corpus.mentions` does: case-sensitive, whole words, fallback names ("Some words…") never;
+    titles, where the corpus has them, whole words in any case ("the paper titled quiet tokens: ...")."""
 
     def __init__(self, papers: Iterable[Paper]):
-        import ahocorasick
-
-        self._automaton = ahocorasick.Automaton()
         by_name: dict[str, list[str]] = {}
+        by_title: dict[str, list[str]] = {}
         for paper in papers:
-            if paper.name and not paper.name.endswith("…"):
+            if paper.named:
                 by_name.setdefault(paper.name, []).append(paper.paper_id)
-        for name, paper_ids in by_name.items():
-            self._automaton.add_word(name, (len(name), paper_ids))
-        self._empty = not by_name
-        if not self._empty:
-            self._automaton.make_automaton()
+            if paper.title:
+                by_title.setdefault(paper.title.lower(), []).append(paper.paper_id)
+        self._names, self._titles = _automaton(by_name), _automaton(by_title)
 
     def named(self, text: str) -> Iterator[str]:
-        """The ids of the papers whose name `text` mentions, each once, in the order the names end in it."""
-        if self._empty:
-            return
+        """The ids of the papers whose name or title `text` mentions, each once, names first, each
+        kind in the order they end in it."""
         seen: set[str] = set()
-        for end, (length, paper_ids) in self._automaton.iter(text):
-            start = end - length + 1
-            if (start > 0 and _is_word(text[start - 1])) or (end + 1 < len(text) and _is_word(text[end + 1])):
+        for automaton, searched in ((self._names, text), (self._titles, text.lower())):
+            if automaton is None:
                 continue
-            for pid in paper_ids:
-                if pid not in seen:
-                    seen.add(pid)
-                    yield pid
+            for end, (length, paper_ids) in automaton.iter(searched):
+                start = end - length + 1
+                if (start > 0 and _is_word(searched[start - 1])) or (
+                    end + 1 < len(searched) and _is_word(searched[end + 1])
+                ):
+                    continue
+                for pid in paper_ids:
+                    if pid not in seen:
+                        seen.add(pid)
+                        yield pid
+
+
+def _automaton(words: dict[str, list[str]]):
+    """An Aho-Corasick automaton of `words` (word -> paper ids), or None for no words."""
+    import ahocorasick
+
+    if not words:
+        return None
+    automaton = ahocorasick.Automaton()
+    for word, paper_ids in words.items():
+        automaton.add_word(word, (len(word), paper_ids))
+    automaton.make_automaton()
+    return automaton
 
 
 def _is_word(char: str) -> bool:

@@ -22,6 +22,7 @@ from typing import Literal
 
 from rag.common.text import STOPWORDS, asks_for_several, is_cjk
 from rag.index.corpus import Paper
+from rag.query.authorship import Authorship, authorship_of
 from rag.query.words import Reading, name_like, question_phrases, reading
 
 Intent = Literal[
@@ -290,6 +291,7 @@ class Ask:
     tied: tuple[str, ...] = ()
     only: tuple[str, ...] = ()  # when set, the only papers that can answer ("Which papers report results on X?")
     one_paper: bool = False  # it asks about one paper ("Summarize ChaosNexus", "the paper that ...")
+    authorship: Authorship | None = None  # it asks who wrote a paper, or for papers by someone
 
     @property
     def listing(self) -> bool:
@@ -467,4 +469,5 @@ def analyse(question: str, named: Sequence[Paper] = (), query: str | None = None
         said=said,
         searched=said if query is None or query == said.text else read_query(" ".join(query.split())),
         whole=whole,
+        authorship=authorship_of(question),
     )

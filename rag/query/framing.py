@@ -6,10 +6,9 @@ what it asks about. A constraint whose words are all framing is never "missing".
 from __future__ import annotations
 
 import re
-import sys
-import threading
 from collections import defaultdict
-from functools import lru_cache
+
+from rag.common.text import tagger
 
 # The parts of speech that say what a question is about (spaCy's universal tags), less the
 # comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
@@ -35,32 +34,6 @@ _IDIOM = re.compile(
     r"|over time|at (?:the same|a) time|(?:on|in) average|in the (?:end|long run))\b",
     re.I,
 )
-
-
-_LOADING = threading.Lock()
-
-
-def tagger(model: str):
-    """spaCy's pipeline `model`, with what tags parts of speech and parses dependencies: imported
-    and loaded once, by whichever thread asks first (about 1 s; the service, before it is healthy)."""
-    with _LOADING:
-        return _loaded_tagger(model)
-
-
-@lru_cache(maxsize=2)
-def _loaded_tagger(model: str):
-    # spaCy's thinc imports torch whenever it is installed (200 MB more in the service, which
-    # embeds questions with ONNX); the tagger runs without it. Loaded before the service takes
-    # requests, so no other thread imports torch meanwhile.
-    blocked = "torch" not in sys.modules
-    if blocked:
-        sys.modules["torch"] = None  # type: ignore[assignment]
-    try:
-        import spacy
-    finally:
-        if blocked:
-            del sys.modules["torch"]
-    return spacy.load(model, exclude=["ner", "lemmatizer"])
 
 
 def framing_words(question: str, model: str) -> frozenset[str]:

@@ -9,6 +9,7 @@ neither. The retrievers themselves are LlamaIndex's.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
@@ -42,11 +43,19 @@ class Hit:
             "rank": self.rank,
             "score": round(self.score, 6),
             "dense_score": round(self.dense_score, 4),
-            "name": self.paper.name,
+            "name": self.paper.display_name,
             "text": self.paper.text,
             "code_url": self.paper.code_url,
             "snippet": self.snippet,
         }
+
+
+def by_any(paper: Paper, authors: Collection[str]) -> bool:
+    """The paper has an author whose name holds one of `authors` as whole words, in any case:
+    "Hinton" and "geoffrey hinton" both find Geoffrey Hinton's papers; "Hint" finds none."""
+    names = [" ".join(a.lower().split()) for a in paper.authors]
+    asked = [" ".join(a.lower().split()) for a in authors]
+    return any(re.search(rf"(?<!\w){re.escape(a)}(?!\w)", name) for a in asked if a for name in names)
 
 
 @dataclass
@@ -79,21 +88,32 @@ class Retriever:
         self.names = NameFinder(self.papers.values())
         self.scope: frozenset[str] | None = None  # the only papers searched, when `within` chose some
 
-    def within(self, paper_ids: Collection[str] | None) -> Retriever:
-        """This retriever restricted to `paper_ids` (None: every paper, itself): only those papers
-        are ranked, named, looked up and so cited, each store filtering its dense and BM25
-        searches by paper id; the word counts behind the evidence stay the whole corpus's.
-        PaperNotFoundError names every id the index lacks."""
-        if paper_ids is None:
+    def within(self, paper_ids: Collection[str] | None, authors: Collection[str] | None = None) -> Retriever:
+        """This retriever restricted to `paper_ids` and to the papers by any of `authors` (None:
+        no restriction; both: papers in both): only those papers are ranked, named, looked up and
+        so cited, each store filtering its dense and BM25 searches by paper id; the word counts
+        behind the evidence stay the whole corpus's. PaperNotFoundError names every id the index
+        lacks, or the authors no paper has."""
+        if paper_ids is None and authors is None:
             return self
-        wanted = list(dict.fromkeys(paper_ids))
-        if not wanted:
-            raise ScopeError("paper_ids must name at least one paper; leave it out to search every paper")
-        if len(wanted) > MAX_SCOPE_PAPERS:
-            raise ScopeError(f"paper_ids may name at most {MAX_SCOPE_PAPERS} papers")
-        unknown = [pid for pid in wanted if pid not in self.papers]
-        if unknown:
-            raise PaperNotFoundError(f"no paper with id {', '.join(map(repr, unknown))}")
+        wanted = list(self.papers)
+        if paper_ids is not None:
+            wanted = list(dict.fromkeys(paper_ids))
+            if not wanted:
+                raise ScopeError("paper_ids must name at least one paper; leave it out to search every paper")
+            if len(wanted) > MAX_SCOPE_PAPERS:
+                raise ScopeError(f"paper_ids may name at most {MAX_SCOPE_PAPERS} papers")
+            unknown = [pid for pid in wanted if pid not in self.papers]
+            if unknown:
+                raise PaperNotFoundError(f"no paper with id {', '.join(map(repr, unknown))}")
+        if authors is not None:
+            wanted = [pid for pid in wanted if by_any(self.papers[pid], authors)]
+            if not wanted:
+                known = any(p.authors for p in self.papers.values())
+                raise PaperNotFoundError(
+                    f"no paper by {' or '.join(map(repr, authors))}"
+                    + ("" if known else ": this corpus records no authors")
+                )
         scoped = copy.copy(self)  # shares the vocabulary and the name finder: nothing is rebuilt per question
         scoped.papers = {pid: self.papers[pid] for pid in sorted(wanted, key=self._order.__getitem__)}
         scoped.scope = frozenset(scoped.papers)

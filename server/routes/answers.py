@@ -27,7 +27,7 @@ STREAMED: dict[int | str, dict[str, Any]] = {
 
 @router.post("/search", response_model=SearchResponse, responses=errors(400, 404, 413, 422, 503))
 async def search(body: SearchRequest, ready=Depends(assistant)):
-    result = await run_in_threadpool(ready.retriever.within(body.paper_ids).search, body.query, body.k)
+    result = await run_in_threadpool(ready.retriever.within(body.paper_ids, body.authors).search, body.query, body.k)
     return {"results": [hit.to_dict() for hit in result.hits]}
 
 
@@ -36,7 +36,7 @@ async def search(body: SearchRequest, ready=Depends(assistant)):
 )
 async def ask(body: AskRequest, request: Request, ready=Depends(assistant)):
     history = [turn.model_dump() for turn in body.history]
-    ready = ready.within(body.paper_ids)  # before a stream starts: an unknown id is a 404, not an event
+    ready = ready.within(body.paper_ids, body.authors)  # before a stream starts: an unknown id is a 404, not an event
     if not body.stream:
         answer = await run_in_threadpool(ready.ask, body.question, history, body.k)
         return answer.to_dict()
@@ -66,7 +66,7 @@ async def chat_completions(
     ready=Depends(assistant),
     settings: Settings = Depends(settings),
 ):
-    ready = ready.within(body.paper_ids)
+    ready = ready.within(body.paper_ids, body.authors)
     tokenize = tokenizer_of(ready.index.embedder)
     prompt_tokens = sum(len(tokenize(turn["content"])) for turn in body.history()) + len(tokenize(body.question()))
 

@@ -49,7 +49,7 @@ def _map(index: SearchIndex) -> dict:
         papers.append(
             {
                 "paper_id": paper.paper_id,
-                "name": paper.name,
+                "name": paper.display_name,
                 "x": round(place.x, 4),
                 "y": round(place.y, 4),
                 "topic": place.topic,
@@ -98,7 +98,7 @@ async def similar(
         "similar": [
             {
                 "paper_id": s.paper.paper_id,
-                "name": s.paper.name,
+                "name": s.paper.display_name,
                 "code_url": s.paper.code_url,
                 "topic": place.topic if (place := places.get(s.paper.paper_id)) else None,
                 "score": s.score,

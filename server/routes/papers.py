@@ -15,7 +15,7 @@ router = APIRouter(dependencies=[Depends(authorised)], responses=errors(401))
 
 @router.get("/papers", response_model=PapersResponse, responses=errors(503))
 async def papers(ready=Depends(assistant)):
-    return {"papers": [p.to_dict() for p in ready.index.corpus.papers]}
+    return {"papers": [p.public() for p in ready.index.corpus.papers]}
 
 
 @router.post(
@@ -29,8 +29,8 @@ async def add_papers(body: AddPapersRequest, keeper: AssistantKeeper = Depends(k
     """Add abstracts without a full rebuild; searches meanwhile see the old index."""
     result = await run_in_threadpool(keeper.add, [(body.filename, body.content.encode())])
     return {
-        "added": [p.to_dict() for p in result.added],
-        "duplicates": [p.to_dict() for p in result.duplicates],
+        "added": [p.public() for p in result.added],
+        "duplicates": [p.public() for p in result.duplicates],
         "papers": len(keeper.get().index.corpus),
     }
 
@@ -40,4 +40,4 @@ async def paper(paper_id: str, ready=Depends(assistant)):
     found = ready.index.corpus.get(paper_id)
     if found is None:
         raise ApiError(404, "paper_not_found", f"no paper with id {paper_id!r}")
-    return found.to_dict()
+    return found.public()

@@ -23,7 +23,7 @@ import numpy as np
 from rag.common.errors import IndexStaleError
 from rag.common.settings import Settings
 from rag.index.chunking import Sentence
-from rag.index.corpus import Corpus, Paper, parse_seed
+from rag.index.corpus import Corpus, Paper, check_abstracts
 from rag.index.embedding import (
     MULTILINGUAL_MODEL,
     cached_encoder_path,
@@ -31,6 +31,7 @@ from rag.index.embedding import (
     load_multilingual_embedder,
     load_multilingual_int8_embedder,
 )
+from rag.index.formats import parse_file, supported
 from rag.index.lexicon import Lexicon
 from rag.index.topics import TopicMap
 
@@ -39,11 +40,12 @@ if TYPE_CHECKING:
 
     from rag.index.ray_embedding import RayEmbedding
 
+# 9: papers keep a derived title, a title, authors, a url and the corpus's id (rag/index/titles.py);
 # 8: the papers no topic fits set apart in a last topic, `other` (rag/index/topics.py); 7: topics
 # clustered from the paper vectors, not the map's places; 6: topic labels of phrases; 5: the aliases
 # the papers define (Lexicon.aliases); 4: a map and topics; 3: FAISS sentences as spans
 # (sentences.npz); 2: its Lexicon
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 
@@ -294,15 +296,17 @@ def document_encoder(settings: Settings) -> BaseEmbedding:
     return cached_query_encoder(model_cache(settings), settings.indexing.embedding_model)
 
 
-def added_files(items: list[tuple[str, bytes]]) -> dict[str, bytes]:
-    """(file name, seed-format bytes) pairs under fresh names, added-<time>-<tag>-<name>.txt,
-    each parsed first so that a bad file is named before anything is written."""
+def added_files(items: list[tuple[str, bytes]], settings: Settings) -> dict[str, bytes]:
+    """(file name, bytes) pairs under fresh names, added-<time>-<tag>-<name><suffix> (a name in
+    no known format is read as seed format, .txt), each parsed and checked first so that a bad
+    file is named before anything is written."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     files = {}
     for name, raw in items:
-        parse_seed(raw, name)
+        suffix = Path(name).suffix.lower() if supported(name) else ".txt"
+        check_abstracts(parse_file(raw, name, suffix), name, settings.indexing.min_abstract_words)
         stem = re.sub(r"[^\w.-]", "_", Path(name).stem)[:60] or "papers"
-        files[f"{ADDED}{stamp}-{uuid.uuid4().hex[:4]}-{stem}.txt"] = raw
+        files[f"{ADDED}{stamp}-{uuid.uuid4().hex[:4]}-{stem}{suffix}"] = raw
     return files
 
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from rag.common.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
 from rag.common.settings import Settings
-from rag.index.corpus import Corpus, build_corpus, load_corpus, parse_seed
+from rag.index.corpus import Corpus, build_corpus, load_corpus
+from rag.index.formats import parse_file
 from rag.index.stores.base import (
     AddResult,
     IndexReport,
@@ -43,7 +44,10 @@ def index_seeds(
     usable index or the model or chunking changed. `remote` embeds on a Ray cluster."""
     started = time.perf_counter()
     with store.writing(settings):
-        seeds = load_corpus(settings.indexing.seeds_dir)
+        indexing = settings.indexing
+        seeds = load_corpus(
+            indexing.seeds_dir, max_bytes=indexing.max_file_bytes, min_words=indexing.min_abstract_words
+        )
         previous: SearchIndex | None = None
         reason = "a full rebuild was asked for"
         if only_if_stale:
@@ -93,14 +97,14 @@ def _with_kept_adds(store: Store[Any], settings: Settings, seeds: Corpus) -> Cor
 
 
 def add_seed_texts(store: Store[Any], settings: Settings, items: list[tuple[str, bytes]]) -> AddResult:
-    """Add the abstracts of (file name, seed-format bytes) pairs that the index lacks, embedding
-    only what is new, and publish them atomically (the previous state is never modified). They
-    are recorded under fresh file names, added-<time>-<name>.txt, so that a rebuild keeps them,
+    """Add the abstracts of (file name, bytes) pairs, in any corpus format, that the index lacks,
+    embedding only what is new, and publish them atomically (the previous state is never modified).
+    They are recorded under fresh file names, added-<time>-<name><suffix>, so that a rebuild keeps them,
     and a retry after a crash adds each abstract once."""
-    files = added_files(items)
+    files = added_files(items, settings)
     with store.writing(settings):
         current = store.load(settings)
-        new = build_corpus((name, parse_seed(raw, name)) for name, raw in files.items())
+        new = build_corpus((name, parse_file(raw, name)) for name, raw in files.items())
         held = store.held(current, new.by_id)
         fresh = [p for p in new.papers if p.paper_id not in held]
         duplicates = [p for p in new.papers if p.paper_id in held]

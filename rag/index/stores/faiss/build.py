@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rag.common.settings import Settings
-from rag.index import topics
+from rag.index import titles, topics
 from rag.index.chunking import Sentence, chunk_papers, split_sentences
 from rag.index.corpus import Corpus
 from rag.index.embedding import (
@@ -272,6 +272,7 @@ def write_build(
                 linked.get(QUERY_ENCODER, {}).get("sha256"),
             )
         configure_llama_index(embedder)
+        titles.title_unnamed(corpus.papers, corpus.papers, embedder, settings, previous.corpus if previous else None)
         tokenize = tokenizer_of(embedder)
         table = SentenceTable.of(
             corpus.papers, [np.asarray([s.span for s in split_sentences(p)], np.int32) for p in corpus.papers]

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from rag.common.settings import Settings
+from rag.index import titles
 from rag.index.corpus import Corpus, Paper
 from rag.index.stores.base import Published, document_encoder, pause_point
 from rag.index.stores.milvus import writer
@@ -72,9 +73,9 @@ class MilvusStore:
         if removed:
             manifest = writer.remove_papers(previous.client, settings, removed)
         if added:
-            manifest = writer.add_papers(
-                previous.client, settings, added, document_encoder(settings), previous.multilingual_embedder
-            )
+            encoder = document_encoder(settings)
+            titles.title_unnamed(added, [*previous.corpus.papers, *added], encoder, settings, None)
+            manifest = writer.add_papers(previous.client, settings, added, encoder, previous.multilingual_embedder)
         return _published(settings, manifest)
 
     def held(self, index: MilvusIndex, paper_ids: Iterable[str]) -> set[str]:
@@ -86,9 +87,9 @@ class MilvusStore:
 
     def add(self, index: MilvusIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
         pause_point(settings, "seed-written")
-        manifest = writer.add_papers(
-            index.client, settings, papers, document_encoder(settings), index.multilingual_embedder
-        )
+        encoder = document_encoder(settings)
+        titles.title_unnamed(papers, [*index.corpus.papers, *papers], encoder, settings, None)
+        manifest = writer.add_papers(index.client, settings, papers, encoder, index.multilingual_embedder)
         pause_point(settings, "after-publish")
         return _published(settings, manifest)
 

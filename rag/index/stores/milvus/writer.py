@@ -21,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rag.common.settings import Settings
-from rag.index import topics
+from rag.index import titles, topics
 from rag.index.chunking import chunk_papers, split_sentences
 from rag.index.corpus import Corpus, Paper
 from rag.index.embedding import document_embedder, load_multilingual_embedder, tokenizer_of
@@ -237,6 +237,7 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
     client = connect(settings)
     base = settings.store.milvus_collection
     embedder, multilingual = _models(settings)
+    titles.title_unnamed(corpus.papers, corpus.papers, embedder, settings, None)
     with milvus_errors(settings):
         ensure_meta(client, base)
         loaded(client, f"{base}_meta")
