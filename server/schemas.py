@@ -132,6 +132,7 @@ class CitationOut(BaseModel):
     text: str
     snippet: str
     code_url: str | None = None
+    authors: list[str] | None = Field(None, description="Where the corpus records authors.")
 
 
 class NamedPaperOut(BaseModel):

@@ -3,6 +3,8 @@ paper's similar papers, "Ask about this paper") in Debian's Chromium, against th
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from playwright.sync_api import Page, expect
 
@@ -103,6 +105,25 @@ def test_the_map_draws_every_paper_on_one_canvas_coloured_by_topic(page: Page, s
     page.locator("#map-topics li button").last.click()
     expect(page.locator("#map-topics li button").last).to_have_attribute("aria-pressed", "true")
     assert page.evaluate(COLOURED_PIXELS) < before
+
+
+def test_no_label_covers_another_or_a_dot_and_a_paper_of_no_topic_names_its_nearest(page: Page, server_url):
+    canvas = open_map(page, server_url)
+    boxes = json.loads(canvas.get_attribute("data-labels"))
+    dots = json.loads(canvas.get_attribute("data-dots"))
+    radius = float(canvas.get_attribute("data-dot-radius"))
+    topics = httpx.get(f"{server_url}/map").json()
+    assert len(boxes) == sum(not t["other"] for t in topics["topics"]) and len(dots) == 86
+    for i, (x, y, w, h) in enumerate(boxes):
+        for x2, y2, w2, h2 in boxes[i + 1 :]:
+            assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, "two labels overlap"
+        covered = [(dx, dy) for dx, dy in dots if x - radius < dx < x + w + radius and y - radius < dy < y + h + radius]
+        assert not covered, f"a label covers the dots at {covered}"
+    other = next(t["id"] for t in topics["topics"] if t["other"])
+    lone = next(p for p in topics["papers"] if p["topic"] == other)
+    point = page.evaluate("id => mapPointOf(id)", lone["paper_id"])
+    page.mouse.move(point["x"], point["y"])
+    expect(page.locator("#map-tip")).to_contain_text(f"{lone['name']} · other subjects, nearest ")
 
 
 def test_hover_names_a_paper_and_a_click_opens_it_with_its_similar_papers(page: Page, server_url):

@@ -8,13 +8,14 @@ import json
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from rag.common.errors import CorpusError
 from rag.index.corpus import load_corpus, read_seed_bytes
 from rag.index.formats import parse_file
 from rag.index.stores.faiss import build_index
 
-from .conftest import SEEDS, Server, small_settings
+from .conftest import SEEDS, Server, ask, small_settings
 
 ABSTRACTS = [p.text for p in load_corpus(SEEDS).papers[:8]]
 # Invented titles and authors: the seeds have none.
@@ -141,7 +142,7 @@ def test_a_file_too_large_is_refused_before_it_is_read(tmp_path):
         read_seed_bytes(huge, 512 * 2**20)
 
 
-def test_titles_and_authors_are_shown_searched_and_scope_answers(tmp_path):
+def test_titles_and_authors_are_shown_searched_and_scope_answers(tmp_path, page):
     seeds = metadata_corpus(tmp_path / "seeds")
     settings = small_settings(tmp_path, seeds)
     build_index(load_corpus(seeds), settings)
@@ -196,5 +197,12 @@ def test_titles_and_authors_are_shown_searched_and_scope_answers(tmp_path):
             refused = client.post("/papers", json={"filename": "x.txt", "content": "h\n\nabc"})
             assert refused.status_code == 400 and "not an abstract" in refused.json()["error"]["message"]
             assert len(client.get("/papers").json()["papers"]) == 9
+        # The page shows the title as the paper's name and its authors beside it.
+        page.goto(server.url + "/")
+        answer = ask(page, f"Who wrote {TITLES[2]}?")
+        expect(answer).to_contain_text("Ada Lovelace")
+        answer.locator(".sources a").first.click()
+        expect(page.locator("#source-name")).to_have_text(TITLES[2])
+        expect(page.locator("#source-meta")).to_contain_text("Ada Lovelace")
     finally:
         server.stop()

@@ -56,9 +56,10 @@ class Citation:
     text: str
     snippet: str
     code_url: str | None = None
+    authors: list[str] = field(default_factory=list)  # where the corpus records them
 
     def to_dict(self) -> dict:
-        return {
+        shown = {
             "n": self.n,
             "paper_id": self.paper_id,
             "name": self.name,
@@ -66,6 +67,7 @@ class Citation:
             "snippet": self.snippet,
             "code_url": self.code_url,
         }
+        return shown | ({"authors": list(self.authors)} if self.authors else {})
 
 
 @dataclass
@@ -169,6 +171,7 @@ class CitationTracker:
                     paper.text,
                     snippet,
                     paper.code_url,
+                    list(paper.authors),
                 )
             )
         return self._renumber[number]

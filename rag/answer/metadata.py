@@ -50,4 +50,4 @@ def written_by(paper: Paper) -> MetadataAnswer:
 def _cited(n: int, paper: Paper) -> Citation:
     sentences = [s.text for s in split_sentences(paper)] or [paper.text]
     snippet = next((s for s in sentences if CONTRIBUTION.search(s)), sentences[0])
-    return Citation(n, paper.paper_id, paper.display_name, paper.text, snippet, paper.code_url)
+    return Citation(n, paper.paper_id, paper.display_name, paper.text, snippet, paper.code_url, list(paper.authors))

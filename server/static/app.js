@@ -216,7 +216,8 @@ function renderSources(turn, citations) {
 function showPaper(paper, snippet) {
   const panel = $("source");
   $("source-name").textContent = paper.name;
-  $("source-meta").textContent = `paper ${paper.paper_id}`;
+  const authors = paper.authors && paper.authors.length ? `${paper.authors.join(", ")} · ` : "";
+  $("source-meta").textContent = `${authors}paper ${paper.paper_id}`;
   const text = $("source-text");
   text.replaceChildren();
   const at = snippet ? paper.text.indexOf(snippet) : -1;
@@ -574,7 +575,8 @@ async function loadPapers() {
 
 function renderPapers(filter) {
   const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
-  const shown = state.papers.filter((p) => words.every((w) => (p.name + " " + p.text).toLowerCase().includes(w)));
+  const searched = (p) => [p.name, ...(p.authors || []), p.text].join(" ").toLowerCase();
+  const shown = state.papers.filter((p) => words.every((w) => searched(p).includes(w)));
   const list = $("paper-list");
   list.replaceChildren();
   for (const p of shown) {

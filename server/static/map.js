@@ -1,10 +1,13 @@
 // The map of the papers: every paper a dot on one <canvas>, coloured by its topic, with the
-// topics' labels at their papers' median places. /map is loaded once; the dots are drawn from
+// topics' labels near their papers' median places, none over another label or a dot. /map is loaded once; the dots are drawn from
 // typed arrays onto an offscreen canvas, and hover and keyboard only redraw the one highlighted
 // dot, so there is no element per paper and 100,000 papers draw like 86. Uses app.js's $,
 // request, openPaper.
 "use strict";
 
+const LABEL_DOT_CHECK = 2000;  // papers up to which labels keep off the dots (each label scans them all)
+const LABEL_RINGS = 24;  // rings, 12 px apart, around a topic's median where its label is tried
+const LABEL_ANGLES = 16;  // places tried on each ring
 const MAP_PAD = 24;      // px around the dots, so that edge dots and labels stay inside
 const MAP_GRID = 64;     // cells per side of the grid that finds the dot under the pointer
 const MAP_REACH = 10;    // px: how near the pointer a dot must be to be picked
@@ -94,27 +97,69 @@ function drawMap() {
   g.globalAlpha = 1;
   g.font = "600 13px system-ui, sans-serif";
   g.textAlign = "center";
+  g.textBaseline = "middle";
   g.lineJoin = "round";
-  for (const t of map.topics) {
+  // Dots a label may not cover (checked while there are few enough to scan for each label).
+  const dots = map.n <= LABEL_DOT_CHECK ? Array.from({ length: map.n }, (_, i) => toScreen(i)) : [];
+  const placed = [];
+  for (const t of [...map.topics].sort((a, b) => b.size - a.size)) {  // the largest topics placed first
     const { start, order } = map.byTopic;
     const count = start[t.id + 1] - start[t.id];
     // no label for the papers no topic fits: they lie anywhere, their median names no place
     if (!count || t.other || (map.only !== null && map.only !== t.id)) continue;
-    // at the median of its dots: a topic is a subject, not a region, so its dots may lie in
+    // near the median of its dots: a topic is a subject, not a region, so its dots may lie in
     // several places, and a mean could fall in a gap between them
     const xs = new Float32Array(count), ys = new Float32Array(count);
     for (let k = 0; k < count; k++) [xs[k], ys[k]] = toScreen(order[start[t.id] + k]);
     const mid = count >> 1;
-    const half = g.measureText(t.label).width / 2 + 2;
-    const x = Math.min(Math.max(xs.sort()[mid], half), map.width - half), y = ys.sort()[mid];  // kept inside the frame
+    const box = labelBox(xs.sort()[mid], ys.sort()[mid], g.measureText(t.label).width + 4, 16, placed, dots, size);
+    placed.push(box);
+    const [x, y] = [box.x + box.w / 2, box.y + box.h / 2];
     g.lineWidth = 4; g.strokeStyle = "rgba(255,255,255,.9)";
     g.strokeText(t.label, x, y);
     g.fillStyle = "#1d232a";
     g.fillText(t.label, x, y);
   }
+  // Where the labels went, and the dots when few (the tests check that no two overlap).
+  canvas.dataset.labels = JSON.stringify(placed.map((b) => [b.x, b.y, b.w, b.h].map((v) => Math.round(v * 10) / 10)));
+  canvas.dataset.dots = JSON.stringify(dots.map(([x, y]) => [Math.round(x * 10) / 10, Math.round(y * 10) / 10]));
+  canvas.dataset.dotRadius = String(size);
   canvas.dataset.papers = String(map.n);
   canvas.setAttribute("aria-label", `Map of ${map.n} papers in ${map.topics.length} topics`);
   highlight(map.selected);
+}
+
+// A label's box (w x h px) nearest (x, y) that overlaps no label already placed nor any of `dots`
+// (radius r), inside the frame; tried on rings around (x, y), else the least covered place.
+function labelBox(x, y, w, h, placed, dots, r) {
+  const covered = (b) =>
+    placed.filter((o) => b.x < o.x + o.w && o.x < b.x + b.w && b.y < o.y + o.h && o.y < b.y + b.h).length * 1000 +
+    dots.filter(([dx, dy]) => dx + r > b.x && dx - r < b.x + b.w && dy + r > b.y && dy - r < b.y + b.h).length;
+  let best = null, cost = Infinity;
+  for (let ring = 0; ring < LABEL_RINGS * 12; ring += 12) {
+    for (let k = 0; k < (ring ? LABEL_ANGLES : 1); k++) {
+      const angle = (k / LABEL_ANGLES) * 2 * Math.PI;
+      const bx = Math.min(Math.max(x + ring * Math.cos(angle) - w / 2, 0), map.width - w);
+      const by = Math.min(Math.max(y + ring * 0.6 * Math.sin(angle) - h / 2, 0), map.height - h);
+      const box = { x: bx, y: by, w, h }, c = covered(box);
+      if (c < cost) { best = box; cost = c; }
+      if (!c) return box;
+    }
+  }
+  return best;
+}
+
+// The label of the topic nearest paper i on the map, among the named ones: where a paper of
+// "other subjects" stands closest.
+function nearestTopic(i) {
+  let best = null, distance = Infinity;
+  for (let j = 0; j < map.n; j++) {
+    const t = map.topics.find((topic) => topic.id === map.topic[j]);
+    if (j === i || !t || t.other) continue;
+    const d = (map.x[j] - map.x[i]) ** 2 + (map.y[j] - map.y[i]) ** 2;
+    if (d < distance) { distance = d; best = t; }
+  }
+  return best;
 }
 
 // Draw the map with paper i ringed and its name in the tip (-1: none).
@@ -131,7 +176,9 @@ function highlight(i) {
   g.lineWidth = 2; g.strokeStyle = "#1d232a";
   g.beginPath(); g.arc(x, y, 7, 0, 2 * Math.PI); g.stroke();
   const topic = map.topics.find((t) => t.id === map.topic[i]);
-  tip.textContent = topic ? `${map.names[i]} · ${topic.label}` : map.names[i];
+  const near = topic && topic.other ? nearestTopic(i) : null;
+  const where = topic ? (near ? `${topic.label}, nearest ${near.label}` : topic.label) : "";
+  tip.textContent = where ? `${map.names[i]} · ${where}` : map.names[i];
   tip.hidden = false;
   tip.style.left = `${Math.min(x + 12, map.width - tip.offsetWidth - 4)}px`;
   tip.style.top = `${Math.max(y - 32, 0)}px`;
