@@ -12,7 +12,6 @@ The title is a phrase of the abstract, so it is grounded in it by construction.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -125,28 +124,29 @@ def _made(doc, start: int) -> bool:
 
 
 def derive_titles(
-    papers: Sequence[Paper], others: Sequence[str], encoder: BaseEmbedding, settings: IndexingSettings, model: str
+    papers: Sequence[Paper],
+    vectors: np.ndarray,
+    contrast: np.ndarray,
+    encoder: BaseEmbedding,
+    settings: IndexingSettings,
+    model: str,
 ) -> dict[str, str]:
-    """A title for each of `papers` (by id), told apart from `others` (abstracts of the rest of
-    the corpus, a seeded sample of at most `settings.title_contrast_papers`)."""
-    if not papers:
-        return {}
-    contrast = list(others)
-    if len(contrast) > settings.title_contrast_papers:
-        contrast = random.Random(0).sample(contrast, settings.title_contrast_papers)
-    texts = [p.text for p in papers]
-    vectors = _unit(encoder.get_text_embedding_batch(texts + contrast))
-    nlp = tagger(model)
+    """A title for each of `papers` (by id); row i of `vectors` is paper i's vector (the mean of
+    its sentences', as the index keeps it), `contrast` the vectors of other papers of the corpus
+    (a row as close as 0.9999 to the paper is itself, and left out). A phrase is measured against
+    the abstract's own embedding (one per paper titled), which reads it whole."""
+    own_vectors, others = _unit(vectors), _unit(contrast) if len(contrast) else np.zeros((0, vectors.shape[1]))
+    whole = _unit(encoder.get_text_embedding_batch([p.text for p in papers]))
     titles = {}
-    for i, (paper, doc) in enumerate(zip(papers, nlp.pipe(texts), strict=True)):
+    for i, (paper, doc) in enumerate(zip(papers, tagger(model).pipe(p.text for p in papers), strict=True)):
         found = candidates(doc, settings.title_max_words)
         if not found:
             continue
         phrases = list(found)
-        similarity = _unit(encoder.get_text_embedding_batch(phrases)) @ vectors.T
-        own = similarity[:, i]
-        rest = np.delete(similarity, i, axis=1)
-        closest_other = rest.max(axis=1) if rest.shape[1] else np.zeros(len(phrases))
+        embedded = _unit(encoder.get_text_embedding_batch(phrases))
+        rest = others[others @ own_vectors[i] < 0.9999]
+        rest = np.concatenate([rest, np.delete(own_vectors, i, axis=0)])
+        closest_other = (embedded @ rest.T).max(axis=1) if len(rest) else np.zeros(len(phrases))
         bonus = np.array(
             [
                 settings.title_contribution_bonus * where.contribution
@@ -155,30 +155,45 @@ def derive_titles(
                 for where in (found[p] for p in phrases)
             ]
         )
-        best = phrases[int(np.argmax(own - settings.title_distinct_weight * closest_other + bonus))]
+        score = embedded @ whole[i] - settings.title_distinct_weight * closest_other + bonus
+        best = phrases[int(np.argmax(score))]
         titles[paper.paper_id] = best[0].upper() + best[1:]
     return titles
 
 
+def contrast_rows(count: int, settings: Settings) -> np.ndarray:
+    """Which of `count` papers a title is told apart from: all, or a seeded sample of
+    `title_contrast_papers` (what deriving costs stays bounded at any corpus size)."""
+    if count <= settings.indexing.title_contrast_papers:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(0).choice(count, settings.indexing.title_contrast_papers, replace=False))
+
+
 def title_unnamed(
-    papers: Sequence[Paper], corpus: Sequence[Paper], encoder: BaseEmbedding, settings: Settings, known: Corpus | None
+    papers: Sequence[Paper],
+    vectors: np.ndarray,
+    contrast: np.ndarray,
+    encoder: BaseEmbedding,
+    settings: Settings,
+    known: Corpus | None = None,
 ) -> None:
-    """Give each of `papers` that has neither a name nor a title its derived title: the one the
-    previous build (`known`) gave it, so that a title never changes under a reader, else a new
-    one told apart from the rest of `corpus`."""
+    """Give each of `papers` (row i of `vectors` is paper i's) that has neither a name nor a title
+    its derived title: the one the previous build (`known`) gave it, so that a title never changes
+    under a reader, else a new one told apart from `contrast` (other papers' vectors)."""
     new = []
-    for paper in papers:
+    for i, paper in enumerate(papers):
         if paper.named or paper.title or paper.derived_title:
             continue
         kept = known.get(paper.paper_id) if known is not None else None
         if kept is not None and kept.derived_title:
             paper.derived_title = kept.derived_title
         else:
-            new.append(paper)
-    fresh = {p.paper_id for p in new}
-    others = [p.text for p in corpus if p.paper_id not in fresh]
-    derived = derive_titles(new, others, encoder, settings.indexing, settings.judging.tagger_model)
-    for paper in new:
+            new.append(i)
+    if not new:
+        return
+    chosen = [papers[i] for i in new]
+    derived = derive_titles(chosen, vectors[new], contrast, encoder, settings.indexing, settings.judging.tagger_model)
+    for paper in chosen:
         paper.derived_title = derived.get(paper.paper_id)
 
 

@@ -272,7 +272,6 @@ def write_build(
                 linked.get(QUERY_ENCODER, {}).get("sha256"),
             )
         configure_llama_index(embedder)
-        titles.title_unnamed(corpus.papers, corpus.papers, embedder, settings, previous.corpus if previous else None)
         tokenize = tokenizer_of(embedder)
         table = SentenceTable.of(
             corpus.papers, [np.asarray([s.span for s in split_sentences(p)], np.int32) for p in corpus.papers]
@@ -309,13 +308,19 @@ def write_build(
             other.finish(work / "multilingual", kind, chunks.ids)
         dimensions = english.dimensions
         del english, other  # their storage (docstore, FAISS) is written: freed before BM25 is built
+        vectors = np.concatenate(paper_vectors or [np.zeros((0, dimensions))])
+        del paper_vectors
+        contrast = vectors[titles.contrast_rows(len(vectors), settings)]
+        titles.title_unnamed(
+            corpus.papers, vectors, contrast, embedder, settings, previous.corpus if previous else None
+        )
         contents = _write_contents(work, corpus, chunks, table, settings)
         del chunks  # the chunks' texts and records (BM25's input) are freed before the map is fitted
         mapped = time.perf_counter()
-        topic_map = _topic_map(corpus, np.concatenate(paper_vectors or [np.zeros((0, dimensions))]), previous, settings)
+        topic_map = _topic_map(corpus, vectors, previous, settings)
         topic_map.save(work / MAP, [p.paper_id for p in corpus.papers])
         mapped = time.perf_counter() - mapped
-        del paper_vectors
+        del vectors
         manifest = {
             **expected_parameters(settings),
             **contents,

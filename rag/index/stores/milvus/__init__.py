@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from rag.common.settings import Settings
 from rag.index import titles
 from rag.index.corpus import Corpus, Paper
@@ -73,9 +75,14 @@ class MilvusStore:
         if removed:
             manifest = writer.remove_papers(previous.client, settings, removed)
         if added:
-            encoder = document_encoder(settings)
-            titles.title_unnamed(added, [*previous.corpus.papers, *added], encoder, settings, None)
-            manifest = writer.add_papers(previous.client, settings, added, encoder, previous.multilingual_embedder)
+            manifest = writer.add_papers(
+                previous.client,
+                settings,
+                added,
+                document_encoder(settings),
+                previous.multilingual_embedder,
+                _contrast(previous, settings),
+            )
         return _published(settings, manifest)
 
     def held(self, index: MilvusIndex, paper_ids: Iterable[str]) -> set[str]:
@@ -87,11 +94,25 @@ class MilvusStore:
 
     def add(self, index: MilvusIndex, files: dict[str, bytes], papers: list[Paper], settings: Settings) -> Published:
         pause_point(settings, "seed-written")
-        encoder = document_encoder(settings)
-        titles.title_unnamed(papers, [*index.corpus.papers, *papers], encoder, settings, None)
-        manifest = writer.add_papers(index.client, settings, papers, encoder, index.multilingual_embedder)
+        manifest = writer.add_papers(
+            index.client,
+            settings,
+            papers,
+            document_encoder(settings),
+            index.multilingual_embedder,
+            _contrast(index, settings),
+        )
         pause_point(settings, "after-publish")
         return _published(settings, manifest)
 
     def seeds_changed(self, settings: Settings, index: MilvusIndex) -> bool:
         return False  # the collection is its own record; replicas need no seed folder
+
+
+def _contrast(index: MilvusIndex, settings: Settings) -> np.ndarray:
+    """The vectors of the papers (a seeded sample) that a new paper's derived title is told apart
+    from: each the mean of its sentences' vectors, as a build computes it."""
+    papers = index.corpus.papers
+    ids = [papers[i].paper_id for i in titles.contrast_rows(len(papers), settings)]
+    rows = index.sentences_of(ids)
+    return np.array([rows[pid].vectors.mean(axis=0) for pid in ids if pid in rows and len(rows[pid].vectors)])

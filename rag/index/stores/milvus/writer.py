@@ -237,7 +237,6 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
     client = connect(settings)
     base = settings.store.milvus_collection
     embedder, multilingual = _models(settings)
-    titles.title_unnamed(corpus.papers, corpus.papers, embedder, settings, None)
     with milvus_errors(settings):
         ensure_meta(client, base)
         loaded(client, f"{base}_meta")
@@ -263,9 +262,14 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
                 _insert(client, names, embedded, settings)
                 chunks, sentences = chunks + len(embedded.chunks), sentences + len(embedded.sentences)
                 progress.update(len(papers))
-        # The generation is not current yet: its paper rows can wait for the map.
-        topic_map = topics.fit_map(corpus.papers, np.concatenate(paper_vectors or [np.zeros((0, 1))]), settings)
+        # The generation is not current yet: its paper rows can wait for the map and the titles.
+        vectors = np.concatenate(paper_vectors or [np.zeros((0, 1))])
         del paper_vectors
+        titles.title_unnamed(
+            corpus.papers, vectors, vectors[titles.contrast_rows(len(vectors), settings)], embedder, settings
+        )
+        topic_map = topics.fit_map(corpus.papers, vectors, settings)
+        del vectors
         for start in range(0, len(corpus), settings.store.build_batch):
             papers = corpus.papers[start : start + settings.store.build_batch]
             insert(client, names.of("papers"), _paper_rows(papers, start, topic_map.places))
@@ -283,7 +287,7 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
                 loaded(client, old.of("papers"))
                 late = [p for p in load_papers(client, old)[0] if corpus.get(p.paper_id) is None and is_added(p)]
             if late:
-                manifest = add_papers(client, settings, late, embedder, multilingual)
+                manifest = add_papers(client, settings, late, embedder, multilingual, np.zeros((0, dimensions)))
             _drop_generations(client, base, keep={generation, before["generation"]})
     return manifest
 
@@ -298,13 +302,20 @@ def _drop_generations(client, base: str, keep: set[str]) -> None:
 
 
 def add_papers(
-    client, settings: Settings, papers: list[Paper], embedder: BaseEmbedding, multilingual: BaseEmbedding | None
+    client,
+    settings: Settings,
+    papers: list[Paper],
+    embedder: BaseEmbedding,
+    multilingual: BaseEmbedding | None,
+    contrast: np.ndarray,
 ) -> dict:
-    """Embed and commit `papers` into the current generation, then announce a new version. When
+    """Embed and commit `papers` into the current generation, then announce a new version; a
+    paper without a name gets its title told apart from `contrast` (other papers' vectors). When
     a full build switched generations meanwhile, they are written again into the new one."""
     base = settings.store.milvus_collection
     manifest = current_meta(client, settings)
     embedded = _embed(papers, settings, embedder, multilingual)
+    titles.title_unnamed(papers, embedded.vectors, contrast, embedder, settings)
     pause_point(settings, "embedding")
     while True:
         names = Names(base, manifest["generation"])
