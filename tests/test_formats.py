@@ -194,9 +194,12 @@ def test_titles_and_authors_are_shown_searched_and_scope_answers(tmp_path, page)
             )
             assert added.status_code == 201, added.text
             assert added.json()["added"][0]["name"] == "Added With Metadata"
+            unnamed = next(p.text for p in load_corpus(SEEDS).papers if not p.named)
+            derived = client.post("/papers", json={"filename": "more.txt", "content": f"More\n\n{unnamed}\n"})
+            assert derived.status_code == 201 and not derived.json()["added"][0]["name"].endswith("…")
             refused = client.post("/papers", json={"filename": "x.txt", "content": "h\n\nabc"})
             assert refused.status_code == 400 and "not an abstract" in refused.json()["error"]["message"]
-            assert len(client.get("/papers").json()["papers"]) == 9
+            assert len(client.get("/papers").json()["papers"]) == 10
         # The page shows the title as the paper's name and its authors beside it.
         page.goto(server.url + "/")
         answer = ask(page, f"Who wrote {TITLES[2]}?")

@@ -73,12 +73,8 @@ class IndexingSettings(BaseModel):
         description="Words of prose an abstract has at least: shorter text in a corpus file (a stray line, a title "
         "alone) is refused with the file and record named, not indexed as a paper. The seeds' shortest has 112.",
     )
-    max_file_mb: int = Field(
-        512, ge=1, le=100_000, description="The largest corpus file read (MB): a larger one is refused, to be split."
-    )
-    title_max_words: int = Field(
-        8, ge=2, le=20, description="The most words of a title derived for a paper whose abstract names nothing."
-    )
+    max_file_mb: int = Field(512, ge=1, le=100_000, description="The largest corpus file read (MB); split larger.")
+    title_max_words: int = Field(8, ge=2, le=20, description="The most words of a title derived for an unnamed paper.")
     title_distinct_weight: float = Field(
         0.5,
         ge=0,

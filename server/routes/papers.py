@@ -28,10 +28,11 @@ async def papers(ready=Depends(assistant)):
 async def add_papers(body: AddPapersRequest, keeper: AssistantKeeper = Depends(keeper)):
     """Add abstracts without a full rebuild; searches meanwhile see the old index."""
     result = await run_in_threadpool(keeper.add, [(body.filename, body.content.encode())])
+    corpus = keeper.get().index.corpus  # as indexed: an added paper's derived title is made there
     return {
-        "added": [p.public() for p in result.added],
-        "duplicates": [p.public() for p in result.duplicates],
-        "papers": len(keeper.get().index.corpus),
+        "added": [(corpus.get(p.paper_id) or p).public() for p in result.added],
+        "duplicates": [(corpus.get(p.paper_id) or p).public() for p in result.duplicates],
+        "papers": len(corpus),
     }
 
 
