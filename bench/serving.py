@@ -84,18 +84,21 @@ class Served:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        healthy_rounds = 0
         while True:
             try:
-                # Each worker answers some of these (a new connection each): all of them healthy.
+                # Each worker answers some of these (a new connection each): all of them healthy, three
+                # rounds running, so that the kernel's spreading of connections cannot hide one still loading.
                 statuses = {
                     httpx.get(f"{self.url}/health", headers={"Connection": "close"}, timeout=2).status_code
                     for _ in range(4 * workers)
                 }
-                if statuses == {200}:
+                healthy_rounds = healthy_rounds + 1 if statuses == {200} else 0
+                if healthy_rounds == 3:
                     self.start_s = time.perf_counter() - started
                     return
             except httpx.TransportError:
-                pass
+                healthy_rounds = 0
             if self.proc.poll() is not None or time.perf_counter() - started > timeout:
                 self.proc.kill()
                 told = f":\n{log.read_text()[-3000:]}" if log else ""
