@@ -288,7 +288,7 @@ class Assistant:
         if by is not None:  # "Which papers are by NAME?": the metadata answers, not the abstracts
             papers = [p for p in self.retriever.papers.values() if by_any(p, [by])]
             found = metadata.papers_by(by, papers, self.authors_recorded)
-            yield from self._from_metadata(found, ask, query, history, timings, started)
+            yield from self._at_once(found, ask, query, history, timings, started)
             return
         if ask.listing:
             k = max(k or self.settings.retrieval.k, self.settings.answering.list_sources)
@@ -306,28 +306,12 @@ class Assistant:
 
         if ask.authorship is not None and sources:  # "Who wrote X?": X found, its authors from the metadata
             paper = ask.named[0] if ask.named else sources[0].paper
-            yield from self._from_metadata(metadata.written_by(paper), ask, query, history, timings, started)
+            yield from self._at_once(metadata.written_by(paper), ask, query, history, timings, started)
             return
         if not sources:
-            text = self.abstention(retrieval.hits, ask)
-            first_piece()
-            yield Piece(text)
+            refusal = metadata.MetadataAnswer(self.abstention(retrieval.hits, ask), [], "none")
             lap("generate")
-            timings["total"] = (time.perf_counter() - started) * 1000
-            answer = Answer(
-                text,
-                [],
-                True,
-                query,
-                self.generator.name,
-                timings=timings,
-                confidence="none",
-                held=0.0,
-                question=question,
-                history=history,
-                ask=ask,
-            )
-            yield Done(self._observed(answer))
+            yield from self._at_once(refusal, ask, query, history, timings, started)
             return
 
         note = prompts.NOT_FOUND.format(phrase=missing.phrase) if missing else ""
@@ -396,10 +380,11 @@ class Assistant:
             )
         )
 
-    def _from_metadata(
+    def _at_once(
         self, found: metadata.MetadataAnswer, ask: Ask, query: str, history: list[dict], timings: dict, started: float
     ) -> Iterator[Event]:
-        """The pieces and the Answer of an answer the corpus's metadata gives (rag/answer/metadata.py)."""
+        """The piece and the Answer of an answer written whole, with no generator: a refusal, or
+        what the corpus's metadata gives (rag/answer/metadata.py)."""
         timings["first_piece"] = timings["total"] = (time.perf_counter() - started) * 1000
         yield Piece(found.text)
         answer = Answer(

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import Stemmer
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # A word with its hyphens ("LLM-generated"): how a question's name-like words and the corpus's
 # known words (rag/index/lexicon.py) are cut, so that one is looked up in the other.
@@ -51,7 +51,7 @@ ASKS_FOR_CODE = re.compile(
 def is_cjk(text: str) -> bool:
     """True when a question is written (mostly) in Chinese, Japanese or Korean script."""
     letters = [c for c in text if c.isalpha()]
-    return bool(letters) and sum(bool(_CJK.match(c)) for c in letters) / len(letters) > 0.3
+    return bool(letters) and sum(bool(CJK.match(c)) for c in letters) / len(letters) > 0.3
 
 
 def content_words(text: str) -> set[str]:

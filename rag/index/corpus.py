@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from rag.common.errors import CorpusError
+from rag.common.text import CJK
 from rag.index.formats import SUFFIXES, Record, normalise, parse_file, supported
 
 _URL = re.compile(r"https?://[^\s<>\"'`]+")
@@ -174,21 +175,19 @@ def build_corpus(files: Iterable[tuple[str, Iterable[Record | str]]]) -> Corpus:
 
 
 _WORDS = re.compile(r"[^\W\d_]+")
-_CJK_CHARACTER = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def words_in(text: str) -> int:
     """Words of prose: runs of letters, and a word per two characters of Chinese, Japanese or Korean."""
-    cjk = len(_CJK_CHARACTER.findall(text))
-    return len(_WORDS.findall(_CJK_CHARACTER.sub(" ", text))) + cjk // 2
+    cjk = len(CJK.findall(text))
+    return len(_WORDS.findall(CJK.sub(" ", text))) + cjk // 2
 
 
-def check_abstracts(records: Iterable[Record | str], source: str, min_words: int) -> None:
+def check_abstracts(records: Iterable[Record], source: str, min_words: int) -> None:
     """Refuse what is not an abstract (a stray line, a title alone, a table's cell): text of fewer
     than `min_words` words of prose. CorpusError names the file and the record."""
     for n, item in enumerate(records, start=1):
-        text = item.text if isinstance(item, Record) else item
-        if (count := words_in(text)) < min_words:
+        if (count := words_in(text := item.text)) < min_words:
             shown = text if len(text) <= 60 else text[:57] + "..."
             raise CorpusError(
                 f"{source}: abstract {n} ({shown!r}) has {count} word{'s' * (count != 1)}: not an abstract "
