@@ -80,7 +80,12 @@ def examples(settings: Settings, splits: tuple[str, ...], every: int = 1) -> lis
                     "high_above": w.high_above,
                     "missing_below": w.missing_below,
                     "unfound": [
-                        {"phrase": c.phrase, "weight": c.weight, "other": c.other, "x": [c.salience, c.common, c.match, c.least]}
+                        {
+                            "phrase": c.phrase,
+                            "weight": c.weight,
+                            "other": c.other,
+                            "x": [c.salience, c.common, c.match, c.least],
+                        }
                         for c in verdict.checks
                         if not c.found(w.soft_above)
                     ],

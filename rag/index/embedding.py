@@ -62,6 +62,7 @@ def load_embedder(name: str):
     # Their warnings (long inputs are split by rag.index.chunking) and progress bars are noise here.
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
     class SentenceTransformerEmbedding(HuggingFaceEmbedding):
         """LlamaIndex's sentence-transformers embedding, with its word pieces in context (`tokens`)."""
 
@@ -76,7 +77,10 @@ def load_embedder(name: str):
             return out
 
     # Batches of 32 as sentence-transformers' own encode (LlamaIndex's default is 10).
-    return SentenceTransformerEmbedding(model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32)
+    # mypy's pydantic plugin sees the subclass's fields, not HuggingFaceEmbedding's own __init__.
+    return SentenceTransformerEmbedding(  # type: ignore[call-arg]
+        model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32
+    )
 
 
 class ReadsTokens(Protocol):
