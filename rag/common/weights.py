@@ -105,8 +105,8 @@ class FramingWeights(BaseModel):
     on, or a word of its framing that no rule knew ("the gist", "a rundown", "the key trick", "this
     pile"): P(it blocks `high`) = sigmoid(bias + salience * how much the question's meaning moves
     without it + common * its words' general-English frequency + match and least * how well the
-    answering papers hold its words in context). One that blocks makes the answer low whatever it
-    weighs. Fitted by `python -m eval.framing` on the dev side (leave-one-paper-out), never on test."""
+    answering papers hold its words in context). One likely enough (`decisive_above`) makes the answer
+    low whatever it weighs. Fitted by `python -m eval.framing` on the dev side (leave-one-paper-out), never on test."""
 
     bias: float = Field(description="Log-odds with no evidence.")
     salience: float = Field(
@@ -129,6 +129,13 @@ class FramingWeights(BaseModel):
         le=1,
         description="The probability from which a missing constraint is one the question rests on (blocks "
         "`high`, can be named); under it, it is framing: neither missing nor named.",
+    )
+    decisive_above: float = Field(
+        1.0,
+        ge=0,
+        le=1.01,
+        description="...and from which it makes the answer low whatever it weighs; between the two it is weighed "
+        "by its share of the question (missing_below).",
     )
 
 

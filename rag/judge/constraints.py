@@ -64,8 +64,8 @@ class ConstraintCheck:
     least: float = 0.0  # ...its least held word's
     # Missing, but not what the question rests on: a word of its framing ("the gist", "this pile").
     framing: bool = False
-    # Missing, and what the question rests on, as the framing model judged it: never high.
-    rests: bool = False
+    # The probability that the question rests on it, as the framing model judged it (0: not judged).
+    rests: float = 0.0
 
     def found(self, soft_above: float) -> bool:
         return not self.missing or self.framing or (not self.other and self.similarity >= soft_above)
@@ -90,7 +90,7 @@ _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
 
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
-Blocks = Callable[[float, float, float, float], bool]  # (salience, common, match, least) -> rests on it
+Rests = Callable[[float, float, float, float], float]  # (salience, common, match, least) -> P(rests on it)
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,17 @@ def check(
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
     soft_above: float = 1.01,
-    blocks: Blocks | None = None,
+    rests_on: Rests | None = None,
+    block_above: float = 0.0,
 ) -> list[ConstraintCheck]:
     """Each constraint, found by words, aliases or softly in `papers`; `said`: the question as the
     analysis read it (its runs of content words weigh the share missing). The stems of the paper
     names the question uses (`Papers.naming`) pick the paper, not what is asked of it, and weigh
     nothing. `framing`: the question's words that only say how it is asked
     (rag/query/framing.py's `framing_words`), never missing; called only when a word is.
-    `blocks(salience, common, match, least)`: whether a constraint no paper holds, even softly
-    (`soft_above`), is one the question rests on (`FramingWeights`); one it does not rest on is
-    framing (None: every missing constraint is one it rests on, weighed by `held_share`)."""
+    `rests_on(salience, common, match, least)`: the probability that the question rests on a
+    constraint no paper holds, even softly (`soft_above`) (`FramingWeights`); under `block_above`
+    it is framing (None: every missing constraint is one it rests on, weighed by `held_share`)."""
     paper_ids, sentence_vectors, texts, naming = papers.ids, papers.sentence_vectors, papers.texts, papers.naming
 
     def weigh(words) -> float:
@@ -264,7 +265,7 @@ def check(
     if unfound and len(sentence_vectors):
         similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
     unfound = [phrase for phrase in unfound if similarity.get(phrase, 0.0) < soft_above]
-    rests = resting(said.text, unfound, embed) if unfound and blocks is not None else {}
+    rests = resting(said.text, unfound, embed) if unfound and rests_on is not None else {}
     held: dict[str, tuple[float, float]] = {}
     if rests and papers.question_tokens is not None and papers.paper_tokens is not None:
         held = held_in_context(said.text, list(rests), papers.question_tokens(), papers.paper_tokens())
@@ -273,8 +274,7 @@ def check(
         salience = rests.get(phrase, 1.0)
         common = min((zipf_frequency(word, "en") for word in missing), default=0.0) if phrase in rests else 0.0
         match, least = held.get(phrase, (0.0, 0.0))
-        judged = phrase in rests and blocks is not None
-        rests_on = judged and blocks(salience, common, match, least)  # type: ignore[misc]
+        judged = rests_on(salience, common, match, least) if phrase in rests and rests_on is not None else None
         out.append(
             ConstraintCheck(
                 phrase,
@@ -286,8 +286,8 @@ def check(
                 common,
                 match,
                 least,
-                framing=judged and not rests_on,
-                rests=rests_on,
+                framing=judged is not None and judged < block_above,
+                rests=judged or 0.0,
             )
         )
     return out

@@ -95,8 +95,9 @@ class Judge:
         checks = tuple(either(self.check_constraints(hits, ask, w.soft_above), ask.alternatives, w.soft_above))
         held = held_share(best, checks, w.high_above, w.soft_above)
         unfound = heaviest_unfound(checks, w.soft_above)
-        rests = any(c.rests for c in checks if not c.found(w.soft_above))
-        if unfound is None or (held > 1.0 - w.missing_below and not rests):
+        framing = self.settings.judging.evidence.framing
+        decisive = any(c.rests >= framing.decisive_above for c in checks if not c.found(w.soft_above))
+        if unfound is None or (held > 1.0 - w.missing_below and not decisive):
             return Verdict(hits, "high", None, held, best, checks)
         return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
 
@@ -104,8 +105,8 @@ class Judge:
         """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
         framing = self.settings.judging.evidence.framing
 
-        def blocks(salience: float, common: float, match: float, least: float) -> bool:
-            """A missing constraint the question rests on (`FramingWeights`), not one of its framing."""
+        def rests_on(salience: float, common: float, match: float, least: float) -> float:
+            """The probability that the question rests on a missing constraint (`FramingWeights`)."""
             logit = (
                 framing.bias
                 + framing.salience * salience
@@ -113,7 +114,7 @@ class Judge:
                 + framing.match * match
                 + framing.least * least
             )
-            return sigmoid(logit) >= framing.block_above
+            return sigmoid(logit)
 
         def embed(phrases: list[str]) -> np.ndarray:
             rows = np.asarray(self.index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)
@@ -140,7 +141,8 @@ class Judge:
             term_uses=self.settings.judging.modifier_term_uses,
             framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
             soft_above=soft_above,
-            blocks=blocks if framing.block_above > 0 else None,
+            rests_on=rests_on if framing.block_above > 0 else None,
+            block_above=framing.block_above,
         )
 
     def _read_pieces(self, paper_id: str) -> np.ndarray:
