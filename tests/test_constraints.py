@@ -2,6 +2,8 @@
 by words (a hyphenated modifier whole), by an alias a paper defines, softly; and the decision
 that rests on it, through the real assistant and index."""
 
+import numpy as np
+
 from rag.common.text import stems
 from rag.index.corpus import Paper
 from rag.index.lexicon import Lexicon, aliases_in
@@ -401,11 +403,12 @@ def test_a_missing_constraint_the_question_does_not_rest_on_is_framing_never_nam
     question = "A rundown of KV cache compression for audio models?"
     checks = constraints.check(
         ["rundown", "KV cache compression", "audio models"], read(question), Papers(["p9"], sentences), words,
-        embed, blocks=lambda salience, common: salience > 0.1, soft_above=0.6,
+        embed, blocks=lambda salience, common, match, least: salience > 0.1, soft_above=0.6,
     )  # fmt: skip
     by_phrase = {c.phrase: c for c in checks}
-    assert by_phrase["rundown"].framing and by_phrase["rundown"].found(0.6)
+    assert by_phrase["rundown"].framing and by_phrase["rundown"].found(0.6) and not by_phrase["rundown"].rests
     assert not by_phrase["audio models"].framing and not by_phrase["audio models"].found(0.6)
+    assert by_phrase["audio models"].rests  # what the question rests on: never high, whatever it weighs
     assert heaviest_unfound(checks, 0.6).phrase == "audio models"
     # Without a model every missing constraint is one the question rests on, as before.
     plain = constraints.check(["rundown"], read(question), Papers(["p9"], sentences), words, embed)
@@ -419,3 +422,36 @@ def test_a_word_capitalised_only_where_a_sentence_opens_is_no_name(assistant):
     # Missing, "Rundown" is weighed as a word, not refused as a name (a name leaves nothing held).
     assert assistant.ask("Rundown of the protein papers please").held > 0
     assert assistant.ask("Rundown of the papers by ProteinMPNN please").held == 0
+
+
+def test_the_papers_hold_a_phrase_in_their_own_words_read_in_context(loaded_index):
+    """`held_in_context` with the real English encoder: a phrase said in other words ("pictures"
+    for "images") is held better than a framing word or a term the papers do not study."""
+    reader = loaded_index.embedder
+    papers = constraints.content_pieces(
+        reader.tokens(["We generate high-resolution images with a latent diffusion model.", "It runs on one GPU."])
+    )
+    question = "Give me a rundown of the work that makes large pictures with diffusion, or proteins."
+    held = constraints.held_in_context(
+        question, ["rundown", "large pictures", "proteins", "absent"], reader.tokens([question])[0], papers
+    )
+    assert held["large pictures"][0] > max(held["rundown"][0], held["proteins"][0])
+    assert held["large pictures"][1] <= held["large pictures"][0]  # the least held word, and the mean
+    assert "absent" not in held  # a phrase not in the question is not measured
+    assert papers.shape[1] == 384 and np.allclose(np.linalg.norm(papers, axis=1), 1.0, atol=1e-4)
+
+
+def test_framing_no_rule_knew_leaves_a_right_answer_high_and_a_swapped_term_low(assistant):
+    """The fitted framing model through the real assistant: colloquial framing ("the catch", "the
+    key trick", "tinker with the machinery") no paper holds is not what the question rests on; a
+    term the papers do not study is, and is named."""
+    for question, name in [
+        ("What's the catch with Jacobi Forcing?", "Jacobi Forcing"),
+        ("What's the key trick that makes Deep Forcing work?", "Deep Forcing"),
+        ("Any papers that tinker with the machinery of rotary position embeddings?", "Spiral RoPE"),
+    ]:
+        answer = assistant.ask(question)
+        assert answer.confidence == "high" and answer.missing is None, (question, answer.missing)
+        assert name in {c.name for c in answer.citations}
+    swapped = assistant.ask("What does Jacobi Forcing do for image watermarks?")
+    assert swapped.confidence == "low" and "watermark" in swapped.missing

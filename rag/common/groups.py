@@ -324,6 +324,13 @@ class JudgingSettings(BaseModel):
         "modifier is that modifier swapped ('continuous neural samplers' where they say 'discrete neural "
         "samplers'): another thing, never high (rag/judge/constraints.py). 2 on dev and its contrast pairs.",
     )
+    token_cache_papers: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="Papers whose word pieces in context (read when a constraint of a question they answer is "
+        "missing, for the framing model) are kept in memory: about 60 KB each.",
+    )
 
     @field_validator("tagger_model")
     @classmethod

@@ -104,8 +104,9 @@ class FramingWeights(BaseModel):
     """Whether a constraint of the question that no answering paper holds is one the question rests
     on, or a word of its framing that no rule knew ("the gist", "a rundown", "the key trick", "this
     pile"): P(it blocks `high`) = sigmoid(bias + salience * how much the question's meaning moves
-    without it + common * its words' general-English frequency). Fitted by `python -m eval.framing`
-    on the dev side (leave-one-paper-out), never on test."""
+    without it + common * its words' general-English frequency + match and least * how well the
+    answering papers hold its words in context). One likely enough (`decisive_above`) makes the answer
+    low whatever it weighs. Fitted by `python -m eval.framing` on the dev side (leave-one-paper-out), never on test."""
 
     bias: float = Field(description="Log-odds with no evidence.")
     salience: float = Field(
@@ -117,11 +118,24 @@ class FramingWeights(BaseModel):
         le=0,
         description="Per Zipf unit (wordfreq) of its rarest missing word: everyday words frame, rare ones name.",
     )
+    match: float = Field(
+        0.0,
+        description="Per unit of the mean, over its words, of each one's best cosine in context with a word of the "
+        "answering papers (rag/judge/constraints.py `held_in_context`): content said in the papers' other words.",
+    )
+    least: float = Field(0.0, description="...and per unit of its least held word's.")
     block_above: float = Field(
         ge=0,
         le=1,
         description="The probability from which a missing constraint is one the question rests on (blocks "
         "`high`, can be named); under it, it is framing: neither missing nor named.",
+    )
+    decisive_above: float = Field(
+        1.0,
+        ge=0,
+        le=1.01,
+        description="...and from which it makes the answer low whatever it weighs; between the two it is weighed "
+        "by its share of the question (missing_below).",
     )
 
 

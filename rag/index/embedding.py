@@ -19,9 +19,10 @@ import re
 import shutil
 import threading
 import warnings
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -61,8 +62,50 @@ def load_embedder(name: str):
     # Their warnings (long inputs are split by rag.index.chunking) and progress bars are noise here.
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
+    class SentenceTransformerEmbedding(HuggingFaceEmbedding):
+        """LlamaIndex's sentence-transformers embedding, with its word pieces in context (`tokens`)."""
+
+        def tokens(self, texts: list[str]) -> list[TokenVectors]:
+            out = []
+            for text in texts:
+                rows = self._model.encode(text, output_value="token_embeddings", convert_to_numpy=True)
+                encoding = self._model.tokenizer(text, return_offsets_mapping=True, truncation=True)
+                spans = encoding["offset_mapping"][: len(rows)]
+                pieces = self._model.tokenizer.convert_ids_to_tokens(encoding["input_ids"][: len(rows)])
+                out.append(TokenVectors.of(np.asarray(rows), spans, pieces))
+            return out
+
     # Batches of 32 as sentence-transformers' own encode (LlamaIndex's default is 10).
-    return HuggingFaceEmbedding(model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32)
+    # mypy's pydantic plugin sees the subclass's fields, not HuggingFaceEmbedding's own __init__.
+    return SentenceTransformerEmbedding(  # type: ignore[call-arg]
+        model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32
+    )
+
+
+class ReadsTokens(Protocol):
+    """An English encoder that gives a text's word pieces in context: both of this module's (the
+    ONNX export and the sentence-transformers fallback) do."""
+
+    def tokens(self, texts: list[str]) -> list[TokenVectors]: ...
+
+
+@dataclass(frozen=True)
+class TokenVectors:
+    """A text's word pieces in context: the unit vectors of the model's last layer (what its mean
+    pooling averages), each piece's span of characters in the text, and the pieces themselves,
+    without the model's [CLS] and [SEP]."""
+
+    vectors: np.ndarray
+    spans: list[tuple[int, int]]
+    pieces: list[str]
+
+    @classmethod
+    def of(cls, hidden: np.ndarray, spans, pieces: list[str]) -> TokenVectors:
+        keep = [i for i, (start, end) in enumerate(spans) if end > start]  # the special tokens span nothing
+        rows = np.asarray(hidden[keep], dtype=np.float32)
+        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        return cls(rows, [tuple(spans[i]) for i in keep], [pieces[i] for i in keep])
 
 
 QUERY_ENCODER = "query_encoder.onnx"  # fp32: documents, and questions unless the int8 one is kept
@@ -217,6 +260,16 @@ def _onnx_class():
             (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
             pooled = (hidden * mask[..., None]).sum(axis=1)[0] / mask.sum()
             return pooled / np.linalg.norm(pooled)
+
+        def tokens(self, texts: list[str]) -> list[TokenVectors]:
+            out = []
+            for text in texts:
+                encoding = self._tokenizer.encode(text)
+                ids = np.asarray([encoding.ids], dtype=np.int64)
+                mask = np.asarray([encoding.attention_mask], dtype=np.int64)
+                (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
+                out.append(TokenVectors.of(hidden[0], encoding.offsets, encoding.tokens))
+            return out
 
         def embed_batch(self, texts: list[str]) -> np.ndarray:
             """Texts of about the same length share a batch (little padding); the attention mask

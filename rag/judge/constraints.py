@@ -40,6 +40,7 @@ import numpy as np
 from wordfreq import zipf_frequency
 
 from rag.common.text import CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
+from rag.index.embedding import TokenVectors
 from rag.index.vocabulary import Vocabulary
 from rag.query.words import Reading, name_like, question_phrases
 
@@ -59,8 +60,12 @@ class ConstraintCheck:
     other: bool = False
     salience: float = 1.0  # how much of the question's meaning rests on it (`resting`; 1.0: not measured)
     common: float = 0.0  # the general-English Zipf frequency of its rarest missing word (0: not measured)
+    match: float = 0.0  # how well the papers' words hold its words, read in context (`held_in_context`)
+    least: float = 0.0  # ...its least held word's
     # Missing, but not what the question rests on: a word of its framing ("the gist", "this pile").
     framing: bool = False
+    # The probability that the question rests on it, as the framing model judged it (0: not judged).
+    rests: float = 0.0
 
     def found(self, soft_above: float) -> bool:
         return not self.missing or self.framing or (not self.other and self.similarity >= soft_above)
@@ -85,6 +90,7 @@ _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
 
 Embed = Callable[[list[str]], np.ndarray]  # phrases -> unit rows, the sentence vectors' encoder
+Rests = Callable[[float, float, float, float], float]  # (salience, common, match, least) -> P(rests on it)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,10 @@ class Papers:
     sentence_vectors: np.ndarray  # their sentences' unit vectors, a row each (for the soft match)
     texts: Sequence[str] = ()  # their sentences
     naming: frozenset[str] = frozenset()  # stems of the paper names the question uses: they weigh nothing
+    # The question's word pieces and the papers' content pieces in context (the English encoder's
+    # last layer), read only when a constraint is missing and the framing model judges it.
+    question_tokens: Callable[[], TokenVectors] | None = None
+    paper_tokens: Callable[[], np.ndarray] | None = None
 
 
 def check(
@@ -107,16 +117,17 @@ def check(
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
     soft_above: float = 1.01,
-    blocks: Callable[[float, float], bool] | None = None,
+    rests_on: Rests | None = None,
+    block_above: float = 0.0,
 ) -> list[ConstraintCheck]:
     """Each constraint, found by words, aliases or softly in `papers`; `said`: the question as the
     analysis read it (its runs of content words weigh the share missing). The stems of the paper
     names the question uses (`Papers.naming`) pick the paper, not what is asked of it, and weigh
     nothing. `framing`: the question's words that only say how it is asked
     (rag/query/framing.py's `framing_words`), never missing; called only when a word is.
-    `blocks(salience, common)`: whether a constraint no paper holds, even softly (`soft_above`), is
-    one the question rests on (`FramingWeights`); one it does not rest on is framing (None: every
-    missing constraint is one it rests on)."""
+    `rests_on(salience, common, match, least)`: the probability that the question rests on a
+    constraint no paper holds, even softly (`soft_above`) (`FramingWeights`); under `block_above`
+    it is framing (None: every missing constraint is one it rests on, weighed by `held_share`)."""
     paper_ids, sentence_vectors, texts, naming = papers.ids, papers.sentence_vectors, papers.texts, papers.naming
 
     def weigh(words) -> float:
@@ -254,11 +265,16 @@ def check(
     if unfound and len(sentence_vectors):
         similarity = dict(zip(unfound, (embed(unfound) @ sentence_vectors.T).max(axis=1).tolist(), strict=True))
     unfound = [phrase for phrase in unfound if similarity.get(phrase, 0.0) < soft_above]
-    rests = resting(said.text, unfound, embed) if unfound and blocks is not None else {}
+    rests = resting(said.text, unfound, embed) if unfound and rests_on is not None else {}
+    held: dict[str, tuple[float, float]] = {}
+    if rests and papers.question_tokens is not None and papers.paper_tokens is not None:
+        held = held_in_context(said.text, list(rests), papers.question_tokens(), papers.paper_tokens())
     out = []
     for phrase, missing, weight, another in checks:
         salience = rests.get(phrase, 1.0)
         common = min((zipf_frequency(word, "en") for word in missing), default=0.0) if phrase in rests else 0.0
+        match, least = held.get(phrase, (0.0, 0.0))
+        judged = rests_on(salience, common, match, least) if phrase in rests and rests_on is not None else None
         out.append(
             ConstraintCheck(
                 phrase,
@@ -268,10 +284,49 @@ def check(
                 another,
                 salience,
                 common,
-                framing=phrase in rests and blocks is not None and not blocks(salience, common),
+                match,
+                least,
+                framing=judged is not None and judged < block_above,
+                rests=judged or 0.0,
             )
         )
     return out
+
+
+def held_in_context(
+    question: str, phrases: Sequence[str], asked: TokenVectors, papers: np.ndarray
+) -> dict[str, tuple[float, float]]:
+    """For each phrase, how well the papers hold its words as the question uses them: over its word
+    pieces (stop words aside), the mean and the least of each one's best cosine with a content
+    piece of the papers (`papers`), both read in context by the English encoder (BERTScore's
+    recall). "pictures" finds "images"; a framing word ("rundown") and a swapped term find little.
+    Hand-written: the encoder gives the pieces, no library scores a phrase against passages so."""
+    out = {}
+    for phrase in phrases:
+        found = re.search(re.escape(phrase), question, re.I)
+        if found is None or not len(papers):
+            continue
+        rows = [
+            i
+            for i, (start, end) in enumerate(asked.spans)
+            if start >= found.start() and end <= found.end() and asked.pieces[i] not in STOPWORDS
+        ]
+        if rows:
+            best = (asked.vectors[rows] @ papers.T).max(axis=1)
+            out[phrase] = (float(best.mean()), float(best.min()))
+    return out
+
+
+def content_pieces(read: Sequence[TokenVectors]) -> np.ndarray:
+    """The vectors of the word pieces that start a content word (not a stop word, a word's
+    continuation "##..." or punctuation) of texts read by the English encoder."""
+    rows = [
+        t.vectors[i] for t in read for i, piece in enumerate(t.pieces) if _PIECE.match(piece) and piece not in STOPWORDS
+    ]
+    return np.vstack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+
+
+_PIECE = re.compile(r"\w")
 
 
 def resting(question: str, phrases: Sequence[str], embed: Embed) -> dict[str, float]:

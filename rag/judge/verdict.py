@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, cast
 
 import numpy as np
 from wordfreq import zipf_frequency
@@ -21,9 +22,10 @@ from rag.common.settings import Settings
 from rag.common.text import stems
 from rag.common.weights import EvidenceWeights
 from rag.index.corpus import mentions
+from rag.index.embedding import ReadsTokens
 from rag.index.stores.base import SearchIndex
 from rag.index.vocabulary import Vocabulary
-from rag.judge.constraints import ConstraintCheck, Papers, either, heaviest_unfound, held_share
+from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, either, heaviest_unfound, held_share
 from rag.judge.constraints import check as check_constraints
 from rag.judge.evidence import Evidence, EvidenceModel, Missing, sigmoid
 from rag.query.analysis import Ask
@@ -53,6 +55,10 @@ class Judge:
         self.vocabulary = vocabulary
         self.settings = settings
         self.evidence = EvidenceModel(vocabulary, settings.judging.evidence)
+        # A paper's content word pieces in context, read when a constraint of a question it answers
+        # is missing; the last `token_cache_papers` papers read are kept.
+        self._reader = cast(ReadsTokens, index.embedder)  # either English encoder (rag/index/embedding.py)
+        self._pieces = lru_cache(maxsize=settings.judging.token_cache_papers)(self._read_pieces)
         zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
@@ -89,7 +95,9 @@ class Judge:
         checks = tuple(either(self.check_constraints(hits, ask, w.soft_above), ask.alternatives, w.soft_above))
         held = held_share(best, checks, w.high_above, w.soft_above)
         unfound = heaviest_unfound(checks, w.soft_above)
-        if unfound is None or held > 1.0 - w.missing_below:
+        framing = self.settings.judging.evidence.framing
+        decisive = any(c.rests >= framing.decisive_above for c in checks if not c.found(w.soft_above))
+        if unfound is None or (held > 1.0 - w.missing_below and not decisive):
             return Verdict(hits, "high", None, held, best, checks)
         return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
 
@@ -97,10 +105,16 @@ class Judge:
         """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
         framing = self.settings.judging.evidence.framing
 
-        def blocks(salience: float, common: float) -> bool:
-            """A missing constraint the question rests on (`FramingWeights`), not one of its framing."""
-            logit = framing.bias + framing.salience * salience + framing.common * common
-            return sigmoid(logit) >= framing.block_above
+        def rests_on(salience: float, common: float, match: float, least: float) -> float:
+            """The probability that the question rests on a missing constraint (`FramingWeights`)."""
+            logit = (
+                framing.bias
+                + framing.salience * salience
+                + framing.common * common
+                + framing.match * match
+                + framing.least * least
+            )
+            return sigmoid(logit)
 
         def embed(phrases: list[str]) -> np.ndarray:
             rows = np.asarray(self.index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)
@@ -115,6 +129,8 @@ class Judge:
             np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),
             [text for hit in hits for text in hit.sentences.texts],
             self.naming(hits, ask.said.text),
+            lambda: self._reader.tokens([ask.said.text])[0],
+            lambda: np.vstack([self._pieces(hit.paper.paper_id) for hit in hits]),
         )
         return check_constraints(
             ask.constraints,
@@ -125,8 +141,12 @@ class Judge:
             term_uses=self.settings.judging.modifier_term_uses,
             framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
             soft_above=soft_above,
-            blocks=blocks if framing.block_above > 0 else None,
+            rests_on=rests_on if framing.block_above > 0 else None,
+            block_above=framing.block_above,
         )
+
+    def _read_pieces(self, paper_id: str) -> np.ndarray:
+        return content_pieces(self._reader.tokens(self.index.sentences_of([paper_id])[paper_id].texts))
 
     @staticmethod
     def naming(hits: list[Hit], asked: str) -> frozenset[str]:
