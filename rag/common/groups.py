@@ -325,11 +325,7 @@ class JudgingSettings(BaseModel):
         "samplers'): another thing, never high (rag/judge/constraints.py). 2 on dev and its contrast pairs.",
     )
     token_cache_papers: int = Field(
-        256,
-        ge=1,
-        le=100_000,
-        description="Papers whose word pieces in context (read when a constraint of a question they answer is "
-        "missing, for the framing model) are kept in memory: about 60 KB each.",
+        256, ge=1, le=100_000, description="Papers whose words in context stay in memory (about 0.2 MB each)."
     )
 
     @field_validator("tagger_model")

@@ -19,14 +19,14 @@ import re
 import shutil
 import threading
 import warnings
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from rag.common.errors import RagError
+from rag.index.tokens import TokenVectors, read_with_onnx, read_with_sentence_transformer
 
 log = logging.getLogger("rag.index")
 
@@ -67,45 +67,13 @@ def load_embedder(name: str):
         """LlamaIndex's sentence-transformers embedding, with its word pieces in context (`tokens`)."""
 
         def tokens(self, texts: list[str]) -> list[TokenVectors]:
-            out = []
-            for text in texts:
-                rows = self._model.encode(text, output_value="token_embeddings", convert_to_numpy=True)
-                encoding = self._model.tokenizer(text, return_offsets_mapping=True, truncation=True)
-                spans = encoding["offset_mapping"][: len(rows)]
-                pieces = self._model.tokenizer.convert_ids_to_tokens(encoding["input_ids"][: len(rows)])
-                out.append(TokenVectors.of(np.asarray(rows), spans, pieces))
-            return out
+            return [read_with_sentence_transformer(self._model, text) for text in texts]
 
     # Batches of 32 as sentence-transformers' own encode (LlamaIndex's default is 10).
     # mypy's pydantic plugin sees the subclass's fields, not HuggingFaceEmbedding's own __init__.
     return SentenceTransformerEmbedding(  # type: ignore[call-arg]
         model_name=str(resolve_model_path(name)), device="cpu", embed_batch_size=32
     )
-
-
-class ReadsTokens(Protocol):
-    """An English encoder that gives a text's word pieces in context: both of this module's (the
-    ONNX export and the sentence-transformers fallback) do."""
-
-    def tokens(self, texts: list[str]) -> list[TokenVectors]: ...
-
-
-@dataclass(frozen=True)
-class TokenVectors:
-    """A text's word pieces in context: the unit vectors of the model's last layer (what its mean
-    pooling averages), each piece's span of characters in the text, and the pieces themselves,
-    without the model's [CLS] and [SEP]."""
-
-    vectors: np.ndarray
-    spans: list[tuple[int, int]]
-    pieces: list[str]
-
-    @classmethod
-    def of(cls, hidden: np.ndarray, spans, pieces: list[str]) -> TokenVectors:
-        keep = [i for i, (start, end) in enumerate(spans) if end > start]  # the special tokens span nothing
-        rows = np.asarray(hidden[keep], dtype=np.float32)
-        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-        return cls(rows, [tuple(spans[i]) for i in keep], [pieces[i] for i in keep])
 
 
 QUERY_ENCODER = "query_encoder.onnx"  # fp32: documents, and questions unless the int8 one is kept
@@ -262,14 +230,7 @@ def _onnx_class():
             return pooled / np.linalg.norm(pooled)
 
         def tokens(self, texts: list[str]) -> list[TokenVectors]:
-            out = []
-            for text in texts:
-                encoding = self._tokenizer.encode(text)
-                ids = np.asarray([encoding.ids], dtype=np.int64)
-                mask = np.asarray([encoding.attention_mask], dtype=np.int64)
-                (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
-                out.append(TokenVectors.of(hidden[0], encoding.offsets, encoding.tokens))
-            return out
+            return [read_with_onnx(self._session, self._tokenizer, text) for text in texts]
 
         def embed_batch(self, texts: list[str]) -> np.ndarray:
             """Texts of about the same length share a batch (little padding); the attention mask

@@ -40,7 +40,7 @@ import numpy as np
 from wordfreq import zipf_frequency
 
 from rag.common.text import CODE_LINK, HYPHENATED_WORD, STOPWORDS, stems
-from rag.index.embedding import TokenVectors
+from rag.index.tokens import TokenVectors
 from rag.index.vocabulary import Vocabulary
 from rag.query.words import Reading, name_like, question_phrases
 

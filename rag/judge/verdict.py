@@ -22,8 +22,8 @@ from rag.common.settings import Settings
 from rag.common.text import stems
 from rag.common.weights import EvidenceWeights
 from rag.index.corpus import mentions
-from rag.index.embedding import ReadsTokens
 from rag.index.stores.base import SearchIndex
+from rag.index.tokens import ReadsTokens
 from rag.index.vocabulary import Vocabulary
 from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, either, heaviest_unfound, held_share
 from rag.judge.constraints import check as check_constraints
@@ -99,7 +99,7 @@ class Judge:
         decisive = any(c.rests >= framing.decisive_above for c in checks if not c.found(w.soft_above))
         if unfound is None or (held > 1.0 - w.missing_below and not decisive):
             return Verdict(hits, "high", None, held, best, checks)
-        return Verdict(hits, "low", Missing(unfound.named, unfound.weight), held, best, checks)
+        return Verdict(hits, "low", Missing(self._as_asked(unfound, ask.said.text), unfound.weight), held, best, checks)
 
     def check_constraints(self, hits: list[Hit], ask: Ask, soft_above: float) -> list[ConstraintCheck]:
         """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
@@ -144,6 +144,15 @@ class Judge:
             rests_on=rests_on if framing.block_above > 0 else None,
             block_above=framing.block_above,
         )
+
+    @staticmethod
+    def _as_asked(unfound: ConstraintCheck, question: str) -> str:
+        """What a low answer names, in the question's own words: a constraint whose words the
+        analysis joined across a name ("geometry datasets builds" of "geometry datasets Euclean
+        builds") is named by its longest missing word instead."""
+        if unfound.named.lower() in question.lower():
+            return unfound.named
+        return max((w for w in unfound.missing if w.lower() in question.lower()), key=len, default=unfound.named)
 
     def _read_pieces(self, paper_id: str) -> np.ndarray:
         return content_pieces(self._reader.tokens(self.index.sentences_of([paper_id])[paper_id].texts))
