@@ -62,6 +62,7 @@ ALL_TYPES = {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable",
         ("test6", {"name", "fact", "multi"}, 30),  # summaries of one paper and of a few
         ("test7", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 180),  # casual, with twins
         ("test9", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 110),
+        ("test10", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 98),  # casual, with sibling-term twins
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_least):
@@ -82,6 +83,7 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
         ("test6", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5"]),
         ("test7", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6"]),
         ("test9", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7"]),
+        ("test10", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9"]),
     ],
 )
 def test_no_held_out_question_repeats_an_earlier_one(corpus, held_out, earlier):
