@@ -2,10 +2,12 @@
 
 From the best paper's calibrated probability (rag/judge/evidence.py) and the question's
 constraints found in the papers (rag/judge/constraints.py): none below `answer_above` (abstain);
-high when every constraint is found, or at `high_above` or more when those not found weigh less
-than `missing_below` of the question and none is another thing (a name, a modifier:
-`ConstraintCheck.other`); low otherwise, naming the weightiest constraint not found. Questions in
-other languages, whose words are not matched, are high at `high_above`, else low naming nothing.
+high when every constraint is found (framing, as the framing model judges it, counts as found), or
+at `high_above` or more when those not found weigh less than `missing_below` of the question and
+none is another thing (a name, a modifier: `ConstraintCheck.other`) or one the question likely
+rests on (`FramingWeights.decisive_above`); low otherwise, naming the weightiest constraint not
+found in the question's words. Questions in other languages, whose words are not matched, are high
+at `high_above`, else low naming nothing.
 """
 
 from __future__ import annotations
