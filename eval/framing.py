@@ -214,11 +214,9 @@ def main() -> None:
         decisive_above=decisive_above,
         **{f: round(w, 3) for f, w in weights.items()},
     )
-    # The simulation above against the verdict itself, with the fitted weights (in-sample).
+    # The simulation above against the verdict itself, with the weights as written (in-sample).
     simulated = {
-        (r["split"], r["id"]): confidence(
-            r, lambda r, u: sigmoid(bias + float(np.dot(model.coef_[0], u["x"]))), block_above, decisive_above
-        )
+        (r["split"], r["id"]): confidence(r, lambda r, u: sigmoid(framing.logit(*u["x"])), block_above, decisive_above)
         for r in records
     }
     differ = [

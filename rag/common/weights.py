@@ -138,6 +138,11 @@ class FramingWeights(BaseModel):
         "by its share of the question (missing_below).",
     )
 
+    def logit(self, salience: float, common: float, match: float, least: float) -> float:
+        """The log-odds that the question rests on a missing constraint with these measures: what the
+        verdict and eval/framing.py's simulation of it both read."""
+        return self.bias + self.salience * salience + self.common * common + self.match * match + self.least * least
+
 
 def _fitted(part: str) -> Any:
     """A part of the fitted weights (a copy): the default of EvidenceSettings' field of that name."""

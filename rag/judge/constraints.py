@@ -80,6 +80,14 @@ class ConstraintCheck:
         at = [i for i, word in enumerate(words) if word in self.missing]
         return " ".join(words[at[0] : at[-1] + 1]) if at else self.phrase
 
+    def as_asked(self, question: str) -> str:
+        """What a low answer names, in the question's own words: `named`, or, for a constraint whose
+        words the analysis joined across a name ("geometry datasets builds" of "geometry datasets
+        Euclean builds"), its longest missing word."""
+        if self.named.lower() in question.lower():
+            return self.named
+        return max((w for w in self.missing if w.lower() in question.lower()), key=len, default=self.named)
+
 
 # A figure with its unit ("70B", "1.8B", "10x", "5-second"), alone or a part of a hyphenated word
 # ("Qwen2.5-72B"): a paper that does not give it studies another scale, not the asked one in other words.

@@ -101,7 +101,7 @@ class Judge:
         decisive = any(c.rests >= framing.decisive_above for c in checks if not c.found(w.soft_above))
         if unfound is None or (held > 1.0 - w.missing_below and not decisive):
             return Verdict(hits, "high", None, held, best, checks)
-        return Verdict(hits, "low", Missing(self._as_asked(unfound, ask.said.text), unfound.weight), held, best, checks)
+        return Verdict(hits, "low", Missing(unfound.as_asked(ask.said.text), unfound.weight), held, best, checks)
 
     def check_constraints(self, hits: list[Hit], ask: Ask, soft_above: float) -> list[ConstraintCheck]:
         """Each constraint of the question against the answering papers (rag/judge/constraints.py)."""
@@ -109,14 +109,7 @@ class Judge:
 
         def rests_on(salience: float, common: float, match: float, least: float) -> float:
             """The probability that the question rests on a missing constraint (`FramingWeights`)."""
-            logit = (
-                framing.bias
-                + framing.salience * salience
-                + framing.common * common
-                + framing.match * match
-                + framing.least * least
-            )
-            return sigmoid(logit)
+            return sigmoid(framing.logit(salience, common, match, least))
 
         def embed(phrases: list[str]) -> np.ndarray:
             rows = np.asarray(self.index.embedder.get_text_embedding_batch(phrases), dtype=np.float32)
@@ -146,15 +139,6 @@ class Judge:
             rests_on=rests_on if framing.block_above > 0 else None,
             block_above=framing.block_above,
         )
-
-    @staticmethod
-    def _as_asked(unfound: ConstraintCheck, question: str) -> str:
-        """What a low answer names, in the question's own words: a constraint whose words the
-        analysis joined across a name ("geometry datasets builds" of "geometry datasets Euclean
-        builds") is named by its longest missing word instead."""
-        if unfound.named.lower() in question.lower():
-            return unfound.named
-        return max((w for w in unfound.missing if w.lower() in question.lower()), key=len, default=unfound.named)
 
     def _read_pieces(self, paper_id: str) -> np.ndarray:
         return content_pieces(self._reader.tokens(self.index.sentences_of([paper_id])[paper_id].texts))
