@@ -22,6 +22,7 @@ import numpy as np
 
 from rag.evaluation.runs import DATA_FILES
 from rag.index.e5_onnx import ONNX_FILE, check, convert, quantise
+from rag.index.embedding import MULTILINGUAL_PROBES
 
 PROBES = ["What is MedMosaic?", "有没有关于医学音频问答数据集的论文？", "¿Qué papers proponen nuevos benchmarks?"]
 
@@ -75,7 +76,7 @@ def main() -> None:
         started = time.perf_counter()
         convert(Path(_core._MODELS["original"]), root / "fp32")
         converted = time.perf_counter() - started
-        quantise(root / "fp32", root / "int8")
+        quantise(root / "fp32", root / "int8", MULTILINGUAL_PROBES)
         print(
             f"converted in {converted:.1f} s; fp32 {(root / 'fp32' / ONNX_FILE).stat().st_size / 1e6:.0f} MB, "
             f"int8 {(root / 'int8' / ONNX_FILE).stat().st_size / 1e6:.0f} MB; {len(questions())} questions"

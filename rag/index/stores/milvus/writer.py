@@ -24,7 +24,7 @@ from rag.common.settings import Settings
 from rag.index import titles, topics
 from rag.index.chunking import chunk_papers, split_sentences
 from rag.index.corpus import Corpus, Paper
-from rag.index.embedding import document_embedder, load_multilingual_embedder, tokenizer_of
+from rag.index.embedding import document_embedder, tokenizer_of
 from rag.index.stores.base import (
     KnownVectors,
     Ranked,
@@ -33,6 +33,7 @@ from rag.index.stores.base import (
     expected_parameters,
     exported_encoder,
     is_added,
+    multilingual_encoder,
     pause_point,
     vector_index_kind,
 )
@@ -200,7 +201,7 @@ def _models(settings: Settings):
     documents = document_embedder(
         exported_encoder(settings), settings.indexing.embedding_model, document_encoder(settings)
     )
-    return documents, (load_multilingual_embedder() if settings.indexing.multilingual else None)
+    return documents, (multilingual_encoder(settings) if settings.indexing.multilingual else None)
 
 
 def _manifest(
