@@ -23,7 +23,7 @@ import numpy as np
 
 from rag.evaluation.runs import DATA_FILES
 from rag.index.e5_onnx import ONNX_FILE, check, convert, quantise
-from rag.index.embedding import MULTILINGUAL_PROBES
+from rag.index.multilingual import MULTILINGUAL_PROBES
 
 PROBES = ["What is MedMosaic?", "有没有关于医学音频问答数据集的论文？", "¿Qué papers proponen nuevos benchmarks?"]
 

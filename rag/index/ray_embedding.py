@@ -34,7 +34,8 @@ class _Encoders:
     def __init__(self, model: str, multilingual: bool, onnx: bytes | None):
         import tempfile
 
-        from rag.index.embedding import document_embedder, load_embedder, load_multilingual_embedder
+        from rag.index.embedding import document_embedder, load_embedder
+        from rag.index.multilingual import load_multilingual_embedder
 
         os.environ["OMP_NUM_THREADS"] = "1"
         self.english: Any = None  # a LlamaIndex embedding

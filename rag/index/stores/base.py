@@ -24,15 +24,10 @@ from rag.common.errors import IndexStaleError
 from rag.common.settings import Settings
 from rag.index.chunking import Sentence
 from rag.index.corpus import Corpus, Paper, check_abstracts
-from rag.index.embedding import (
-    MULTILINGUAL_MODEL,
-    cached_encoder_path,
-    cached_query_encoder,
-    load_multilingual_embedder,
-    load_multilingual_int8_embedder,
-)
+from rag.index.embedding import cached_encoder_path, cached_query_encoder
 from rag.index.formats import parse_file, supported
 from rag.index.lexicon import Lexicon
+from rag.index.multilingual import MULTILINGUAL_MODEL, load_multilingual_embedder, load_multilingual_int8_embedder
 from rag.index.topics import TopicMap
 
 if TYPE_CHECKING:
