@@ -292,6 +292,8 @@ def peak_ratios(fp32: Path, probes: Sequence[str]) -> dict[str, float]:
     import onnxruntime
     from onnx import TensorProto, helper
 
+    # Tokenized first, so that the export's own session is gone before the probing one is made.
+    rows = [np.asarray([ids], dtype=np.int64) for ids in map(E5Onnx(fp32).token_ids, probes)]
     model = onnx.load(str(Path(fp32) / ONNX_FILE))
     weights = {w.name for w in model.graph.initializer}
     inputs: dict[str, list[str]] = {}
@@ -300,10 +302,8 @@ def peak_ratios(fp32: Path, probes: Sequence[str]) -> dict[str, float]:
             inputs.setdefault(node.input[0], []).append(node.name)
     model.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in inputs)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    encoder = E5Onnx(fp32)
     seen: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
-    for text in probes:
-        ids = np.asarray([encoder.token_ids(text)], dtype=np.int64)
+    for ids in rows:
         values = session.run(list(inputs), {"input_ids": ids, "attention_mask": np.ones_like(ids)})
         for name, value in zip(inputs, values, strict=True):
             seen[name].append(np.abs(value).ravel())
