@@ -34,11 +34,11 @@ from rag.common.groups import (
     IndexingSettings,
     JudgingSettings,
     LLMSettings,
-    MapSettings,
     RetrievalSettings,
     ServiceSettings,
     StoreSettings,
 )
+from rag.common.topics import MapSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
