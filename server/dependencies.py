@@ -1,8 +1,7 @@
 """What routes ask for: the settings, the API key check, the assistant to answer with.
 
 Each is `async`: they only read state, and FastAPI runs a plain `def` dependency in the thread
-pool, a hand-off per dependency per request (bench.service: 2 workers under wrk, /search
-251-260 -> 304-311 req/s)."""
+pool, a hand-off per dependency per request."""
 
 from __future__ import annotations
 
