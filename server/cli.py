@@ -236,7 +236,11 @@ def cmd_serve(args, settings: Settings) -> int:
     if args.workers > 1:
         # Workers share the cores: two torch threads per worker would oversubscribe them
         # (bench: /search under 16 connections, 2 workers, 52.6 -> 65.2 req/s with one thread).
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.workers)))
+        share = str(max(1, (os.cpu_count() or 1) // args.workers))
+        os.environ.setdefault("OMP_NUM_THREADS", share)
+        # onnxruntime's threads for a question likewise (2 workers under wrk on 2 cores: one each).
+        if settings.indexing.question_threads is None:
+            os.environ["RAG_QUESTION_THREADS"] = share
     configure_logging(settings.service.log_format, settings.service.library_log_level)  # this process's warnings too
     uvicorn.run(
         "server.app:create_app",

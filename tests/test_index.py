@@ -13,7 +13,7 @@ import rag.index.stores.faiss.folders as folders
 from rag.common.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError, IndexWriteError
 from rag.common.settings import Settings
 from rag.index.corpus import load_corpus
-from rag.index.stores.base import exported_encoder, vector_index_kind
+from rag.index.stores.base import exported_encoder, question_threads, vector_index_kind
 from rag.index.stores.faiss import build_index, load_index
 from rag.retrieve.retrieval import Retriever
 
@@ -174,7 +174,12 @@ def test_the_int8_encoder_a_build_writes_embeds_questions_close_to_the_model(loa
     assert os.path.samefile(quantised.embedder.onnx_path, quantised.path / QUERY_ENCODER_INT8)
     # The build and the loaded index share one ONNX session.
     assert (
-        cached_query_encoder(fp32.parent, settings.indexing.embedding_model, settings.indexing.int8_min_cosine)
+        cached_query_encoder(
+            fp32.parent,
+            settings.indexing.embedding_model,
+            settings.indexing.int8_min_cosine,
+            question_threads(settings),
+        )
         is quantised.embedder
     )
     reference = load_embedder(settings.indexing.embedding_model)
@@ -189,6 +194,28 @@ def test_the_int8_encoder_a_build_writes_embeds_questions_close_to_the_model(loa
         assert 0.99 <= cosine < 0.99999, (text, cosine)
         assert float(np.asarray(loaded_index.embedder.get_query_embedding(text)) @ want) > 0.9999, text
     assert quantised.embedder.tokenize("RoPE embeddings") == reference._model.tokenizer.tokenize("RoPE embeddings")
+
+
+def test_question_threads_change_the_speed_not_the_vectors(loaded_index, settings):
+    """RAG_QUESTION_THREADS is onnxruntime's thread count for one question: the loaded index's
+    session runs on the settings' count, and a session on another count gives the same vectors bit
+    for bit (the threads split the rows of each product, not its sums)."""
+    from rag.index.embedding import QUERY_ENCODER, load_query_embedder
+
+    digest = loaded_index.manifest["files"][QUERY_ENCODER]["sha256"]
+    path, model = loaded_index.path / QUERY_ENCODER, settings.indexing.embedding_model
+    assert load_query_embedder(path, model, digest, question_threads(settings)) is loaded_index.embedder
+    threads = 1 if question_threads(settings) > 1 else 2
+    other = load_query_embedder(path, model, digest, threads)
+    assert other is not loaded_index.embedder
+    assert other._session.get_session_options().intra_op_num_threads == threads
+    for text in [
+        "rotary embeddings for vision transformers",
+        "What speedup does Jacobi Forcing report?",
+        "long " * 400,
+    ]:
+        assert np.array_equal(other.embed(text), loaded_index.embedder.embed(text)), text
+    assert question_threads(settings.model_copy(update={"question_threads": 3})) == 3
 
 
 def test_documents_are_embedded_by_the_export_with_sentence_transformers_vectors(loaded_index, settings):

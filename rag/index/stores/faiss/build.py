@@ -39,6 +39,7 @@ from rag.index.stores.base import (
     nearest_papers,
     pause_point,
     question_encoder,
+    question_threads,
     vector_index_kind,
 )
 from rag.index.stores.faiss import folders
@@ -271,6 +272,7 @@ def write_build(
                 previous.path / QUERY_ENCODER,
                 settings.indexing.embedding_model,
                 linked.get(QUERY_ENCODER, {}).get("sha256"),
+                question_threads(settings),
             )
         configure_llama_index(embedder)
         tokenize = tokenizer_of(embedder)

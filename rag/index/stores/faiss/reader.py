@@ -37,7 +37,14 @@ from rag.index.embedding import (
     load_query_embedder,
 )
 from rag.index.lexicon import Lexicon
-from rag.index.stores.base import REBUILD_HINT, Ranked, SentenceRows, check_parameters, multilingual_encoder
+from rag.index.stores.base import (
+    REBUILD_HINT,
+    Ranked,
+    SentenceRows,
+    check_parameters,
+    multilingual_encoder,
+    question_threads,
+)
 from rag.index.stores.faiss.folders import current_build, read_manifest, verify_checksums
 from rag.index.stores.faiss.sentences import SENTENCES, SentenceTable
 from rag.index.topics import TopicMap
@@ -238,7 +245,9 @@ def _read(build: Path, manifest: dict, settings: Settings) -> LoadedIndex:
         else QUERY_ENCODER
     )
     digest = files.get(encoder, {}).get("sha256")
-    embedder = load_query_embedder(build / encoder, settings.indexing.embedding_model, digest)
+    embedder = load_query_embedder(
+        build / encoder, settings.indexing.embedding_model, digest, question_threads(settings)
+    )
     configure_llama_index(embedder)
     chunks = json.loads((build / CHUNKS).read_text())
     multilingual = multilingual_vectors = multilingual_embedder = None
