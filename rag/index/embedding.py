@@ -176,8 +176,8 @@ def _onnx_class():
 
     class OnnxEmbedding(BaseEmbedding):
         """The exported transformer through onnxruntime, with the model's mean pooling and
-        normalisation (what all-MiniLM-L6-v2's sentence-transformers modules do). For questions
-        one thread, as the torch path; for documents batches on every core."""
+        normalisation (what all-MiniLM-L6-v2's sentence-transformers modules do). A question on
+        `threads` (RAG_QUESTION_THREADS); documents in batches on every core."""
 
         _session: Any = PrivateAttr()
         _onnx_path: Path = PrivateAttr()
