@@ -187,7 +187,8 @@ class E5Onnx:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         # Threads that stop spinning when a run is done leave the cores to the rest of a request
-        # (dev's Chinese questions over HTTP on two threads: about 1.3-2.6 ms less at p50 than one).
+        # (dev's Chinese questions over HTTP, p50 on two threads: 12.0-12.3 ms, 13.3-13.7 spinning;
+        # 13.6-14.7 on one).
         options.add_session_config_entry("session.force_spinning_stop", "1")
         # No arena: a batch of passages would keep ~200 MB of it for good; queries run no slower without.
         options.enable_cpu_mem_arena = False
