@@ -32,6 +32,7 @@ from rag.index.e5_format import (
     sha256_of,
     tokenizer_json,
 )
+from rag.index.embedding import session_options
 
 ONNX_FILE = "e5.onnx"
 TOKENIZER_FILE = "tokenizer.json"  # for other hosts (Hugging Face tokenizers)
@@ -183,13 +184,7 @@ class E5Onnx:
         import sentencepiece
 
         directory = Path(directory)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Threads that stop spinning when a run is done leave the cores to the rest of a request
-        # (dev's Chinese questions over HTTP, p50 on two threads: 12.0-12.3 ms, 13.3-13.7 spinning;
-        # 13.6-14.7 on one).
-        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options = session_options(threads, stop_spinning=True)  # it serves questions
         # No arena: a batch of passages would keep ~200 MB of it for good; queries run no slower without.
         options.enable_cpu_mem_arena = False
         self._session = onnxruntime.InferenceSession(

@@ -170,6 +170,21 @@ def quantize_query_encoder(reference, path: Path, min_cosine: float) -> bool:
     return agree
 
 
+def session_options(threads: int, stop_spinning: bool):
+    """onnxruntime's options for a session on `threads` intra-op threads (one inter-op). A question's
+    session stops its threads spinning when a run is done, leaving the cores to the rest of the
+    request (dev's Chinese questions over HTTP, p50 on two threads of multilingual-e5: 12.0-12.3 ms,
+    13.3-13.7 spinning, 13.6-14.7 on one thread; docs/performance.md)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if stop_spinning:
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+    return options
+
+
 def _onnx_class():
     from llama_index.core.embeddings import BaseEmbedding
     from pydantic import PrivateAttr
@@ -195,13 +210,7 @@ def _onnx_class():
             config = json.loads((Path(model_dir) / "sentence_bert_config.json").read_text())
 
             super().__init__(model_name=str(model_dir), embed_batch_size=32, **kwargs)
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            if not batch:
-                # Its threads stop spinning when a question is done, leaving the cores to the rest
-                # of the request (dev's Chinese questions over HTTP: about 0.7 ms less at p50).
-                options.add_session_config_entry("session.force_spinning_stop", "1")
+            options = session_options(threads, stop_spinning=not batch)
             self._session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             self._onnx_path = Path(onnx_path)
             self._batch = batch
