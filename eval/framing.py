@@ -29,6 +29,7 @@ eval/calibrate.py (it reads the thresholds that one fits).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,12 +39,12 @@ from sklearn.model_selection import GroupKFold
 from eval.calibrate import asked, tuning
 from rag.assistant import Assistant
 from rag.common.settings import Settings, load_settings
-from rag.common.weights import FITTED_WEIGHTS, FramingWeights, fit_record, write_fitted
+from rag.common.weights import FITTED_WEIGHTS, FramingTagger, FramingWeights, fit_record, write_fitted
 from rag.evaluation.runs import leave_one_out
 from rag.index.stores import load_index
 from rag.judge.evidence import sigmoid
 
-SPLITS = ("dev", "dev_contrast", "dev_overview", "dev_summaries", "dev_paraphrases", "dev_casual")
+SPLITS = ("dev", "dev_contrast", "dev_overview", "dev_summaries", "dev_paraphrases", "dev_casual", "dev_casual2")
 PRECISION_OF_HIGH = 0.955  # the floor on the share of high answers citing a gold paper (target 0.95)
 # The off-corpus questions (written ones and contrast twins; leave-one-out variants apart) answered
 # high may rise by this much over no framing model: they are the guard (at most one in 200).
@@ -53,17 +54,28 @@ FEATURES = ("salience", "common", "match", "least")
 MEASURE = FramingWeights(bias=0.0, salience=0.0, common=0.0, match=0.0, least=0.0, block_above=1e-9)
 
 
-def verdicts(settings: Settings, framing: FramingWeights, splits: tuple[str, ...], every: int = 1):
+def verdicts(
+    settings: Settings,
+    framing: FramingWeights,
+    splits: tuple[str, ...],
+    every: int = 1,
+    tagger: Callable[[str], FramingTagger | None] | None = None,
+):
     """(split, question, its analysis, its retrieval, the verdict, the weights) for each question of
-    the splits (dev's leave-one-out variants too), judged with `framing`."""
+    the splits (dev's leave-one-out variants too), judged with `framing`, and with `tagger(paper)`
+    as the framing tagger of a question about that paper (None: the service's)."""
     index = load_index(settings)
     evidence = settings.judging.evidence.model_copy(update={"framing": framing})
     judging = settings.model_copy(update={"evidence": evidence})
     seeing = Assistant(index, judging)
     for split in splits:
         questions = tuning(split, index.corpus, every)
+        paper_of = {q["id"]: (q["gold"] or [q["id"]])[0] for q in questions}
         for q in questions + (leave_one_out(questions) if split == "dev" else []):
             asker = Assistant(index, judging, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
+            if tagger is not None:  # a twin's paper is its original's
+                paper = paper_of.get(q.get("contrast_of", ""), paper_of.get(q["id"], q["id"]))
+                asker.judge.tagger = tagger((q.get("exclude") or [paper])[0])
             ask, retrieval = asked(asker, judging, q)
             yield split, q, ask, retrieval, asker.judge.verdict(retrieval, ask), asker.judge.weights(retrieval)
 

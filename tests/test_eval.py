@@ -12,7 +12,16 @@ from rag.common.errors import RagError
 from rag.common.settings import Settings
 from rag.evaluation.metrics import citation_metrics, ranking_metrics
 from rag.evaluation.report import below_floors, floors_at_head, lowered_floors, write_report
-from rag.evaluation.runs import DEFAULT_THRESHOLDS, HELD_OUT, SPLITS, SYSTEMS, evaluate, leave_one_out, load_questions
+from rag.evaluation.runs import (
+    DATA_FILES,
+    DEFAULT_THRESHOLDS,
+    HELD_OUT,
+    SPLITS,
+    SYSTEMS,
+    evaluate,
+    leave_one_out,
+    load_questions,
+)
 from rag.query.analysis import INTENTS
 
 from .conftest import ROOT, SEEDS
@@ -63,6 +72,7 @@ ALL_TYPES = {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable",
         ("test7", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 180),  # casual, with twins
         ("test9", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 110),
         ("test10", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 98),  # casual, with sibling-term twins
+        ("test11", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # casual framing, with twins
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_least):
@@ -84,11 +94,20 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
         ("test7", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6"]),
         ("test9", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7"]),
         ("test10", ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9"]),
+        (
+            "test11",
+            ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10"],
+        ),
+        # a tuning split written later repeats no held-out question either
+        (
+            "dev_casual2",
+            ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
+        ),
     ],
 )
 def test_no_held_out_question_repeats_an_earlier_one(corpus, held_out, earlier):
     def questions(split):
-        return {" ".join(q["question"].lower().split()) for q in load_questions(SPLITS[split], corpus)}
+        return {" ".join(q["question"].lower().split()) for q in load_questions(DATA_FILES[split], corpus)}
 
     assert not questions(held_out) & set().union(*map(questions, earlier))
 

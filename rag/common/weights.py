@@ -11,9 +11,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 FITTED_WEIGHTS = Path(__file__).with_name("fitted_weights.toml")
+FRAMING_TAGGER = Path(__file__).with_name("framing_tagger.json")
 
 
 class EvidenceWeights(BaseModel):
@@ -136,6 +138,13 @@ class FramingWeights(BaseModel):
         le=1.01,
         description="...and from which it makes the answer low whatever it weighs; between the two it is weighed "
         "by its share of the question (missing_below).",
+    )
+    tagger_below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="A question's word that the framing tagger (rag/common/framing_tagger.json) reads as content "
+        "with a probability under this is framing, never missing, as the spaCy tagger's verbs are (0: tagger off).",
     )
 
     def logit(self, salience: float, common: float, match: float, least: float) -> float:
@@ -335,6 +344,32 @@ _HEADER = """\
 # `python -m eval.framing --write` (kept as it is by calibrate's --write).
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.
 """
+
+
+class FramingTagger(BaseModel):
+    """P(a word of a question is content, not framing) = sigmoid(bias + vector . its vector in context + zipf *
+    its Zipf frequency / 7): a logistic regression over the English encoder's last layer (the mean of the
+    word's pieces) and wordfreq, fitted by `python -m eval.tagger` on the dev-side questions whose writers
+    listed their constraints and framing words. Read only with the encoder it was fitted on."""
+
+    encoder: str = Field(description="The English encoder (RAG_EMBEDDING_MODEL) whose vectors it reads.")
+    bias: float
+    zipf: float = Field(description="Per Zipf unit / 7 of the word (wordfreq, English).")
+    vector: list[float] = Field(description="Per component of the word's unit vector in context.")
+    fit: dict[str, Any] = Field(default_factory=dict, description="When and on what it was fitted, how it did.")
+
+    def content(self, vectors: np.ndarray, zipfs: np.ndarray) -> np.ndarray:
+        """P(content) for each row of `vectors` (a word's unit vector in context) and its Zipf frequency."""
+        logit = self.bias + vectors @ np.asarray(self.vector, dtype=np.float32) + self.zipf * zipfs / 7
+        return 1.0 / (1.0 + np.exp(-logit))
+
+
+@cache
+def framing_tagger() -> FramingTagger | None:
+    """The fitted framing tagger (rag/common/framing_tagger.json), read once; None before one is fitted."""
+    if not FRAMING_TAGGER.is_file():
+        return None
+    return FramingTagger.model_validate_json(FRAMING_TAGGER.read_text(encoding="utf-8"))
 
 
 @cache

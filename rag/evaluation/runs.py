@@ -41,7 +41,19 @@ SYSTEMS = ("bm25", "dense", "hybrid")
 EVAL_DATA = PROJECT_ROOT / "eval" / "data"  # every question split, one .jsonl file each
 # The splits `rag eval` runs: dev to tune on, test (since used to choose: a second dev) and the
 # held-out ones, never read for tuning, each floored on the README's figures in eval/thresholds.toml.
-HELD_OUT = ("test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test8", "test9", "test10")
+HELD_OUT = (
+    "test2",
+    "test3",
+    "test3_contrast",
+    "test4",
+    "test5",
+    "test6",
+    "test7",
+    "test8",
+    "test9",
+    "test10",
+    "test11",
+)
 SPLITS = {name: EVAL_DATA / f"{name}.jsonl" for name in ("dev", "test", *HELD_OUT)}
 # Every split file by name, those above and the dev-side ones only the eval scripts read
 # (dev_contrast, dev_overview, dev_paraphrases, dev_summaries).

@@ -124,6 +124,7 @@ def check(
     *,
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
+    tagged: Callable[[], Collection[str]] = frozenset,
     soft_above: float = 1.01,
     rests_on: Rests | None = None,
     block_above: float = 0.0,
@@ -132,7 +133,9 @@ def check(
     analysis read it (its runs of content words weigh the share missing). The stems of the paper
     names the question uses (`Papers.naming`) pick the paper, not what is asked of it, and weigh
     nothing. `framing`: the question's words that only say how it is asked
-    (rag/query/framing.py's `framing_words`), never missing; called only when a word is.
+    (rag/query/framing.py's `framing_words`), never missing; called only when a word is. `tagged`:
+    those the framing tagger reads as framing (`tagged_framing`), asked only when a word is missing
+    still (it reads the question through the encoder).
     `rests_on(salience, common, match, least)`: the probability that the question rests on a
     constraint no paper holds, even softly (`soft_above`) (`FramingWeights`); under `block_above`
     it is framing (None: every missing constraint is one it rests on, weighed by `held_share`)."""
@@ -162,7 +165,7 @@ def check(
             token.endswith(head) and token != lowered for tokens in written() for token in tokens
         )
 
-    framed = cache(framing)
+    framed, read_as_framing = cache(framing), cache(tagged)
     stem_of = cache(lambda word: frozenset(stems(word)))
 
     def another_head(words: list[str], missing: tuple[str, ...]) -> bool:
@@ -261,6 +264,7 @@ def check(
         aliased = vocabulary.aliased(phrase, paper_ids)
         missing = tuple(w for w in words if w.lower() not in aliased and not vocabulary.found(w, paper_ids))
         missing = tuple(w for w in missing if w.lower() not in framed()) if missing else missing
+        missing = tuple(w for w in missing if w.lower() not in read_as_framing()) if missing else missing
         another = any(map(other, missing)) or another_head(words, missing) or another_modifier(words, missing)
         # Words found, but as another kind of the thing: never high.
         code_only = tuple(w for w in words if w not in missing and only_where_the_code_is(w))

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Literal, cast
 
 import numpy as np
 from wordfreq import zipf_frequency
 
 from rag.common.settings import Settings
-from rag.common.text import stems
-from rag.common.weights import EvidenceWeights
+from rag.common.text import ASKS_FOR_CODE, stems
+from rag.common.weights import EvidenceWeights, FramingTagger, framing_tagger
 from rag.index.corpus import mentions
 from rag.index.stores.base import SearchIndex
 from rag.index.tokens import ReadsTokens
@@ -31,7 +31,7 @@ from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, eithe
 from rag.judge.constraints import check as check_constraints
 from rag.judge.evidence import Evidence, EvidenceModel, Missing, sigmoid
 from rag.query.analysis import Ask
-from rag.query.framing import framing_words
+from rag.query.framing import framing_words, tagged_framing
 from rag.retrieve.retrieval import Hit, Retrieval
 
 Confidence = Literal["high", "low", "none"]
@@ -61,6 +61,11 @@ class Judge:
         # is missing; the last `token_cache_papers` papers read are kept.
         self._reader = cast(ReadsTokens, index.embedder)  # either English encoder (rag/index/embedding.py)
         self._pieces = lru_cache(maxsize=settings.judging.token_cache_papers)(self._read_pieces)
+        # The framing tagger reads the vectors of the encoder it was fitted on, no other's.
+        model = framing_tagger()
+        self.tagger: FramingTagger | None = (
+            model if model is not None and model.encoder == settings.indexing.embedding_model else None
+        )
         zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
@@ -119,14 +124,24 @@ class Judge:
         named = {p.paper_id for p in ask.named}
         hits = [hit for hit in hits if hit.paper.paper_id in named] or hits
         vectors = [hit.sentences.vectors for hit in hits if len(hit.sentences.texts)]
+        question_tokens = cache(lambda: self._reader.tokens([ask.said.text])[0])
         papers = Papers(
             [hit.paper.paper_id for hit in hits],
             np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),
             [text for hit in hits for text in hit.sentences.texts],
             self.naming(hits, ask.said.text),
-            lambda: self._reader.tokens([ask.said.text])[0],
+            question_tokens,
             lambda: np.vstack([self._pieces(hit.paper.paper_id) for hit in hits]),
         )
+
+        def tagged() -> frozenset[str]:
+            """The framing tagger's framing words, less those of what the analysis reads the
+            question as asking for (where the code is: "the code")."""
+            if self.tagger is None or framing.tagger_below <= 0:
+                return frozenset()
+            words = tagged_framing(ask.said.text, question_tokens(), self.tagger, framing.tagger_below)
+            return words - {w.lower() for m in ASKS_FOR_CODE.finditer(ask.said.text) for w in m.group(0).split()}
+
         return check_constraints(
             ask.constraints,
             ask.said,
@@ -135,6 +150,7 @@ class Judge:
             embed,
             term_uses=self.settings.judging.modifier_term_uses,
             framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
+            tagged=tagged,
             soft_above=soft_above,
             rests_on=rests_on if framing.block_above > 0 else None,
             block_above=framing.block_above,

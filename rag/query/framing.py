@@ -1,6 +1,8 @@
-"""A question's framing words, told by spaCy's tagger: the words that say how it is asked (its
-verbs, the comparatives of the asker's point of view, English's multi-word prepositions), never
-what it asks about. A constraint whose words are all framing is never "missing".
+"""A question's framing words: the words that say how it is asked (its verbs, the comparatives of
+the asker's point of view, English's multi-word prepositions, told by spaCy's tagger; and the
+nouns and adjectives of a casual request, "a rundown of", "the key trick", "this collection", told
+by the framing tagger from each word read in context), never what it asks about. A constraint
+whose words are all framing is never "missing".
 """
 
 from __future__ import annotations
@@ -8,7 +10,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from rag.common.text import tagger
+import numpy as np
+from wordfreq import zipf_frequency
+
+from rag.common.text import STOPWORDS, tagger
+from rag.common.weights import FramingTagger
+from rag.index.tokens import TokenVectors
 
 # The parts of speech that say what a question is about (spaCy's universal tags), less the
 # comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
@@ -100,3 +107,39 @@ def framing_words(question: str, model: str) -> frozenset[str]:
                 content[written].add(any(flags[i] for i in pieces if tokens[i].is_alpha))
             start = end
     return frozenset(word for word, uses in content.items() if True not in uses)
+
+
+_WORD = re.compile(r"\w[\w'-]*")
+
+
+def words_in_context(text: str, read: TokenVectors) -> list[tuple[str, tuple[int, int], np.ndarray]]:
+    """Each word of `text` but its stop words (lowercased), its span, and its unit vector in
+    context: the mean of its word pieces' vectors as the English encoder read the text (`read`)."""
+    out = []
+    for word in _WORD.finditer(text):
+        if word.group(0).lower() in STOPWORDS:
+            continue
+        rows = [i for i, (start, end) in enumerate(read.spans) if start >= word.start() and end <= word.end()]
+        if rows:
+            vector = read.vectors[rows].mean(axis=0)
+            out.append((word.group(0).lower(), word.span(), vector / max(float(np.linalg.norm(vector)), 1e-12)))
+    return out
+
+
+def zipfs(words: list[str]) -> np.ndarray:
+    """The words' general-English Zipf frequencies (wordfreq), the framing tagger's second input."""
+    return np.asarray([zipf_frequency(word, "en") for word in words], dtype=np.float32)
+
+
+def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: float) -> frozenset[str]:
+    """The words of `text` the framing tagger reads as framing (P(content) under `below`) wherever
+    the question uses them: learned from what writers of questions marked, it reaches casual
+    requests no rule lists ("the lowdown on", "what's the hook")."""
+    words = words_in_context(text, read)
+    if not words:
+        return frozenset()
+    content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))
+    uses: defaultdict[str, list[float]] = defaultdict(list)
+    for (word, *_), p in zip(words, content.tolist(), strict=True):
+        uses[word].append(p)
+    return frozenset(word for word, ps in uses.items() if max(ps) < below)

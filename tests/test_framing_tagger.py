@@ -1,0 +1,87 @@
+"""The framing tagger (rag/query/framing.py `tagged_framing`, rag/common/framing_tagger.json): a
+casual question's request words read in context are framing, never named as missing; what it asks
+about is content, whatever the phrasing around it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag.common.weights import FramingTagger, framing_tagger
+from rag.query.framing import tagged_framing, words_in_context
+
+
+@pytest.fixture(scope="module")
+def tagged(loaded_index, settings):
+    model, below = framing_tagger(), settings.judging.evidence.framing.tagger_below
+    assert model is not None and model.encoder == settings.indexing.embedding_model and below > 0
+
+    def framed(question: str) -> frozenset[str]:
+        return tagged_framing(question, loaded_index.embedder.tokens([question])[0], model, below)
+
+    return framed
+
+
+def test_a_casual_request_is_framing_and_its_topic_is_content(tagged):
+    for question, request, topic in [
+        ("Can you give me a rundown of the work on KV cache compression?", {"rundown"}, {"kv", "cache", "compression"}),
+        ("Any papers that tinker with the machinery of rotary position embeddings?", {"machinery"}, {"rotary"}),
+        ("What's the key trick that makes Deep Forcing work?", {"trick"}, {"deep", "forcing"}),
+    ]:
+        framing = tagged(question)
+        assert request <= framing and not topic & framing, (question, framing)
+    # A twin's swapped term is content: the question rests on it.
+    assert not {"text", "forecasting", "linear"} & tagged(
+        "Why do Transformers keep getting beaten by shallow linear models in text forecasting?"
+    )
+
+
+def test_words_in_context_are_unit_vectors_one_per_word_but_stop_words(loaded_index):
+    question = "What's the gist of the protein papers here?"
+    words = words_in_context(question, loaded_index.embedder.tokens([question])[0])
+    assert [w for w, *_ in words] == ["what's", "gist", "protein", "here"]  # "the", "of", "papers": stop words
+    assert all(question[a:b].lower() == w for w, (a, b), _ in words)
+    assert np.allclose([np.linalg.norm(v) for *_, v in words], 1.0, atol=1e-5)
+
+
+def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settings):
+    from rag.judge.verdict import Judge
+    from rag.retrieve.retrieval import Retriever
+
+    vocabulary = Retriever(loaded_index, settings).vocabulary
+    assert Judge(loaded_index, vocabulary, settings).tagger is not None
+    indexing = settings.indexing.model_copy(update={"embedding_model": "another-encoder"})
+    assert Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing})).tagger is None
+
+
+def test_the_tagger_is_a_logistic_regression_over_vector_and_frequency():
+    model = FramingTagger(encoder="e", bias=-1.0, zipf=7.0, vector=[2.0, 0.0])
+    p = model.content(np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32), np.array([0.0, 7.0]))
+    assert np.allclose(p, [1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(-6.0))])
+
+
+def test_a_casual_request_no_paper_holds_is_not_named_above_a_right_answer(assistant):
+    """Through the real assistant: the request word is not named as missing and the answer is
+    `high`; a term the papers do not study, asked the same way, still is named."""
+    for question, cited in [
+        ("Can you give me a rundown of the work on KV cache compression?", None),
+        ("Any papers that tinker with the machinery of rotary position embeddings?", "Spiral RoPE"),
+    ]:
+        answer = assistant.ask(question)
+        assert answer.confidence == "high" and answer.missing is None, (question, answer.missing)
+        assert answer.citations and (cited is None or cited in {c.name for c in answer.citations})
+    for question, term in [
+        ("Can you give me a rundown of the work on KV cache compression for speech recognition?", "speech"),
+        ("What's the key trick that makes Deep Forcing work for protein folding?", "protein"),
+    ]:
+        swapped = assistant.ask(question)
+        assert swapped.confidence != "high" and term in (swapped.missing or ""), (question, swapped.missing)
+
+
+def test_what_the_question_asks_for_is_never_framed(assistant, tagged):
+    """Where the analysis reads a question as asking for the code, "code" is what it asks for: an
+    abstract that gives none is named as lacking it, whatever the tagger reads."""
+    question = "Where is the code for the rotary position embedding paper hosted?"
+    assert "code" in tagged(question)  # read alone, the tagger takes it for framing
+    answer = assistant.ask(question)
+    assert answer.confidence == "low" and answer.missing == "code", answer.missing
