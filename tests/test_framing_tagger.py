@@ -44,7 +44,7 @@ def test_words_in_context_are_unit_vectors_one_per_word_but_stop_words(loaded_in
     assert np.allclose([np.linalg.norm(v) for *_, v in words], 1.0, atol=1e-5)
 
 
-def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settings):
+def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settings, caplog):
     from rag.judge.verdict import Judge
     from rag.retrieve.retrieval import Retriever
 
@@ -52,6 +52,7 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
     assert Judge(loaded_index, vocabulary, settings).tagger is not None
     indexing = settings.indexing.model_copy(update={"embedding_model": "another-encoder"})
     assert Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing})).tagger is None
+    assert "not another-encoder: not used" in caplog.text
 
 
 def test_the_tagger_is_a_logistic_regression_over_vector_and_frequency():

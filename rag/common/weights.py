@@ -1,6 +1,7 @@
 """The weights that judge evidence and choose sentences: the evidence weights fitted by
 eval/calibrate.py, read from rag/common/fitted_weights.toml (a data file that records what they
-were fitted on), and the extractive generator's weights, chosen on dev."""
+were fitted on), the framing tagger fitted by eval/tagger.py (rag/common/framing_tagger.json), and
+the extractive generator's weights, chosen on dev."""
 
 import json
 import math

@@ -18,7 +18,8 @@ constraint is found in the answering papers
   words for the same thing: "upscales blurry videos" for "video super-resolution").
 
 A question's framing words (its verbs, adverbs, prepositions, comparatives: "both talk about",
-"earlier"; `framing_words` in rag/query/framing.py) are never missing: they say how it is asked.
+"earlier"; `framing_words` in rag/query/framing.py; and a casual request's nouns the framing
+tagger reads as framing, "a rundown of": `tagged_framing`) are never missing: they say how it is asked.
 What is not found is weighed by its words' IDF, as a share of the whole question's: the answer
 is confident only when that share is under `missing_below` (`held_share`). A missing name, or a
 missing modifier of a thing the papers hold ("adaptive-noise" where they say "fixed-noise";

@@ -12,6 +12,7 @@ at `high_above`, else low naming nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -35,6 +36,7 @@ from rag.query.framing import framing_words, tagged_framing
 from rag.retrieve.retrieval import Hit, Retrieval
 
 Confidence = Literal["high", "low", "none"]
+log = logging.getLogger("rag.judge")
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,14 @@ class Judge:
         self._pieces = lru_cache(maxsize=settings.judging.token_cache_papers)(self._read_pieces)
         # The framing tagger reads the vectors of the encoder it was fitted on, no other's.
         model = framing_tagger()
-        self.tagger: FramingTagger | None = (
-            model if model is not None and model.encoder == settings.indexing.embedding_model else None
-        )
+        self.tagger: FramingTagger | None = model
+        if model is not None and model.encoder != settings.indexing.embedding_model:
+            log.warning(
+                "the framing tagger was fitted on %s, not %s: not used",
+                model.encoder,
+                settings.indexing.embedding_model,
+            )
+            self.tagger = None
         zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
