@@ -231,6 +231,9 @@ def test_a_framing_word_is_never_missing_and_a_content_word_still_is():
     question = "P1 and P3 both talk about images. What exactly gets distilled in each, for video?"
     framing = framing_words(question, Settings().judging.tagger_model)
     assert {"talk", "exactly", "gets", "both", "each"} <= framing and not {"images", "video"} & framing
+    # A noun pointed at ("this pile") is what the asker sees, not what the papers must hold.
+    pointed = framing_words("anything in this pile on diffusion language models?", Settings().judging.tagger_model)
+    assert "pile" in pointed and not {"diffusion", "language", "models"} & pointed
     # Participles that qualify a noun, and nouns, are content; comparatives relate the question to the asker.
     assert not {"federated", "pretrained"} & framing_words(
         "Is there federated fine-tuning of pretrained models?", Settings().judging.tagger_model

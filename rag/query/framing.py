@@ -25,6 +25,8 @@ _RELATIVE_TAGS = frozenset({"JJR", "JJS"})
 # as a modifier or a noun ("federated fine-tuning", "pretrained models", "avoiding retraining").
 _VERBAL_DEPS = frozenset({"ROOT", "advcl", "ccomp", "relcl", "acl", "pcomp", "aux", "auxpass", "csubj", "parataxis"})
 _WH_DETERMINERS = frozenset({"WDT", "WP"})
+# A noun pointed at ("in this collection", "these ones") is what the asker sees, not what the papers hold.
+_DEICTIC = frozenset({"this", "these", "that", "those"})
 _DO = frozenset({"do", "does", "did"})
 _FINITE = frozenset({"VBZ", "VBP", "VBD"})
 _CLAUSE_ENDS = frozenset({"IN", "TO", "WDT", "WP", "WRB"})
@@ -45,7 +47,8 @@ _IDIOM = re.compile(
 
 def framing_words(question: str, model: str) -> frozenset[str]:
     """The question's words (lowercased) never used in it as content: verbs, adverbs,
-    prepositions, pronouns, determiners, comparatives, stop words ("several", "whole"). What the
+    prepositions, pronouns, determiners, comparatives, stop words ("several", "whole"), a noun
+    pointed at ("anything in this pile"). What the
     papers must hold is its nouns and adjectives; "PLANET and FedSSA both talk about alignment"
     asks nothing of "talk". The noun a "what" or "which" picks is the kind of answer asked for,
     not a constraint on it ("What technique does MetaDNS integrate?": whatever the abstract calls
@@ -85,6 +88,7 @@ def framing_words(question: str, model: str) -> frozenset[str]:
             token.is_stop
             or any(start <= token.idx < end for start, end in idioms)
             or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children))
+            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.lower_ in _DEICTIC for c in token.children))
             or token.i in verbs
         ):
             return False
