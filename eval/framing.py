@@ -54,6 +54,12 @@ FEATURES = ("salience", "common", "match", "least")
 MEASURE = FramingWeights(bias=0.0, salience=0.0, common=0.0, match=0.0, least=0.0, block_above=1e-9)
 
 
+def papers_of(questions: list[dict]) -> dict[str, str]:
+    """Each question's paper by its id: its first gold paper; a twin's is its original's."""
+    first = {q["id"]: (q["gold"] or [q["id"]])[0] for q in questions}
+    return {q["id"]: first.get(q.get("contrast_of", ""), first[q["id"]]) for q in questions}
+
+
 def verdicts(
     settings: Settings,
     framing: FramingWeights,
@@ -70,12 +76,11 @@ def verdicts(
     seeing = Assistant(index, judging)
     for split in splits:
         questions = tuning(split, index.corpus, every)
-        paper_of = {q["id"]: (q["gold"] or [q["id"]])[0] for q in questions}
+        paper = papers_of(questions)
         for q in questions + (leave_one_out(questions) if split == "dev" else []):
             asker = Assistant(index, judging, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
-            if tagger is not None:  # a twin's paper is its original's
-                paper = paper_of.get(q.get("contrast_of", ""), paper_of.get(q["id"], q["id"]))
-                asker.judge.tagger = tagger((q.get("exclude") or [paper])[0])
+            if tagger is not None:
+                asker.judge.tagger = tagger((q.get("exclude") or [paper[q["id"]]])[0])
             ask, retrieval = asked(asker, judging, q)
             yield split, q, ask, retrieval, asker.judge.verdict(retrieval, ask), asker.judge.weights(retrieval)
 

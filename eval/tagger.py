@@ -39,7 +39,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 from eval.calibrate import tuning
-from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, verdicts
+from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, papers_of, verdicts
 from rag.common.settings import Settings, load_settings
 from rag.common.weights import FITTED_WEIGHTS, FRAMING_TAGGER, FramingTagger, fit_record, write_fitted
 from rag.index.stores import load_index
@@ -73,7 +73,7 @@ def examples(settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, li
     vectors, frequencies, labels, papers = [], [], [], []
     for split in LABELLED:
         questions = tuning(split, index.corpus)
-        paper_of = {q["id"]: (q["gold"] or [q["id"]])[0] for q in questions}
+        paper_of = papers_of(questions)
         for q in questions:
             if "constraints" not in q:
                 continue
@@ -92,7 +92,7 @@ def examples(settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, li
                 vectors.append(vector)
                 frequencies.append(zipfs([word])[0])
                 labels.append(label)
-                papers.append(paper_of.get(q.get("contrast_of", ""), paper_of[q["id"]]))
+                papers.append(paper_of[q["id"]])
     return np.vstack(vectors), np.asarray(frequencies), np.asarray(labels), papers
 
 

@@ -87,8 +87,10 @@ def framing_words(question: str, model: str) -> frozenset[str]:
         if (
             token.is_stop
             or any(start <= token.idx < end for start, end in idioms)
-            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.tag_ in _WH_DETERMINERS for c in token.children))
-            or (token.pos_ == "NOUN" and any(c.dep_ == "det" and c.lower_ in _DEICTIC for c in token.children))
+            or (
+                token.pos_ == "NOUN"
+                and any(c.dep_ == "det" and (c.tag_ in _WH_DETERMINERS or c.lower_ in _DEICTIC) for c in token.children)
+            )
             or token.i in verbs
         ):
             return False
