@@ -103,6 +103,10 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
             "dev_casual2",
             ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
         ),
+        (
+            "dev_casual3",
+            ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
+        ),
     ],
 )
 def test_no_held_out_question_repeats_an_earlier_one(corpus, held_out, earlier):
