@@ -9,7 +9,7 @@ constraints (eval/framing.py) reach only some. The tagger reads each word in con
 Examples: each word of a question that its analysis puts in a constraint, in the dev-side splits
 whose writers listed each question's constraints: 1 (content) inside a listed constraint; 0
 (framing) inside a listed framing phrase, or, in a split that lists none, outside every constraint.
-Features: the word's unit vector in context (the English encoder's last layer, the mean of its
+Features: the word's unit vector in context (the English encoder's layer `LAYER`, the mean of its
 pieces) and its Zipf frequency. A logistic regression, cross-validated in 5 folds by paper.
 
 Threshold: the verdict over eval/framing.py's tuning splits and dev's leave-one-out variants, each
@@ -46,9 +46,15 @@ from rag.index.stores import load_index
 from rag.query.analysis import analyse
 from rag.query.framing import words_in_context, zipfs
 
-LABELLED = ("dev_casual", "dev_casual2")  # the dev-side splits whose questions list their constraints
+LABELLED = ("dev_casual", "dev_casual2", "dev_casual3")  # the dev-side splits whose questions list their constraints
 FOLDS = 5
-C = 3.0  # inverse L2 strength: 0.3, 1, 3 and 10 cross-validated on the dev side, 3 the best
+# The encoder's layer read: cross-validated on the dev side's 5,969 words, AUC (framing words
+# caught where 1 % of content words are lost) layer 3 0.909 (0.52), 4 0.912 (0.52), 5 0.902 (0.50),
+# 6, the last, 0.880 (0.44); the last mixes a word with its sentence, an earlier one keeps the word.
+LAYER = 4
+# Inverse L2 strength, cross-validated at layer 4: 0.3, 1, 3 give AUC 0.906, 0.912, 0.915 and catch
+# 0.52, 0.52, 0.51 of framing words at 1 % of content words lost.
+C = 1.0
 THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 GUARDS = ("twins", "leave-one-out")  # the groups of off-corpus questions whose `high` may not rise
 
@@ -80,7 +86,8 @@ def examples(settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, li
             text = q["question"]
             candidates = set(" ".join(analyse(text).constraints).lower().split())
             content, framing = _spans(text, q["constraints"]), _spans(text, q.get("framing", []))
-            for word, span, vector in words_in_context(text, index.embedder.tokens([text])[0]):  # type: ignore[attr-defined]
+            read = index.embedder.tokens([text], LAYER)[0]  # type: ignore[attr-defined]
+            for word, span, vector in words_in_context(text, read, LAYER):
                 if word not in candidates:
                     continue
                 if _inside(content, *span):
@@ -102,6 +109,7 @@ def fit(vectors: np.ndarray, frequencies: np.ndarray, labels: np.ndarray, encode
     weights = model.coef_[0]
     return FramingTagger(
         encoder=encoder,
+        layer=LAYER,
         bias=round(float(model.intercept_[0]), 5),
         zipf=round(float(weights[-1]), 5),
         vector=[round(float(w), 5) for w in weights[:-1]],

@@ -17,7 +17,7 @@ def tagged(loaded_index, settings):
     assert model is not None and model.encoder == settings.indexing.embedding_model and below > 0
 
     def framed(question: str) -> frozenset[str]:
-        return tagged_framing(question, loaded_index.embedder.tokens([question])[0], model, below)
+        return tagged_framing(question, loaded_index.embedder.tokens([question], model.layer)[0], model, below)
 
     return framed
 
@@ -53,6 +53,42 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
     indexing = settings.indexing.model_copy(update={"embedding_model": "another-encoder"})
     assert Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing})).tagger is None
     assert "not another-encoder: not used" in caplog.text
+
+
+def test_the_exported_encoder_gives_the_layer_the_tagger_reads_as_the_model_does(loaded_index, settings):
+    """One run of the ONNX export gives the last layer and the tagger's earlier one: the same
+    vectors as the model's own hidden states (the sentence-transformers fallback)."""
+    from rag.index.embedding import load_embedder
+
+    layer = framing_tagger().layer
+    assert layer is not None and type(loaded_index.embedder).__name__ == "OnnxEmbedding"
+    question = "Need the 10k-foot view of the pipeline that autoformalizes geometry in Mathlib"
+    exported = loaded_index.embedder.tokens([question], layer)[0]
+    model = load_embedder(settings.indexing.embedding_model).tokens([question], layer)[0]
+    assert exported.spans == model.spans and set(exported.layers) == set(model.layers) == {layer}
+    for ours, theirs in [(exported.vectors, model.vectors), (exported.layers[layer], model.layers[layer])]:
+        assert np.min(np.sum(ours * theirs, axis=1)) > 0.999
+    # the earlier layer is another reading of the words, not the last one again
+    assert np.mean(np.sum(exported.vectors * exported.layers[layer], axis=1)) < 0.9
+    assert loaded_index.embedder.tokens([question])[0].layers == {}  # read only when asked
+
+
+def test_an_export_without_the_tagger_layer_sets_the_tagger_aside(loaded_index, settings, caplog):
+    """An index built before the export gave earlier layers: its encoder answers without them
+    (injected here), and the judge says so and goes on without the tagger rather than fail."""
+    from dataclasses import replace
+
+    from rag.judge.verdict import Judge
+    from rag.retrieve.retrieval import Retriever
+
+    class LastLayerOnly:
+        def tokens(self, texts, layer=None):
+            return loaded_index.embedder.tokens(texts)
+
+    vocabulary = Retriever(loaded_index, settings).vocabulary
+    old = replace(loaded_index, embedder=LastLayerOnly())
+    assert Judge(old, vocabulary, settings).tagger is None
+    assert "does not give" in caplog.text and "rag index" in caplog.text
 
 
 def test_the_tagger_is_a_logistic_regression_over_vector_and_frequency():

@@ -349,11 +349,14 @@ _HEADER = """\
 
 class FramingTagger(BaseModel):
     """P(a word of a question is content, not framing) = sigmoid(bias + vector . its vector in context + zipf *
-    its Zipf frequency / 7): a logistic regression over the English encoder's last layer (the mean of the
+    its Zipf frequency / 7): a logistic regression over one layer of the English encoder (the mean of the
     word's pieces) and wordfreq, fitted by `python -m eval.tagger` on the dev-side questions whose writers
     listed their constraints and framing words. Read only with the encoder it was fitted on."""
 
     encoder: str = Field(description="The English encoder (RAG_EMBEDDING_MODEL) whose vectors it reads.")
+    layer: int | None = Field(
+        None, ge=1, description="The encoder's layer it reads (None: the last); eval/tagger.py says why that one."
+    )
     bias: float
     zipf: float = Field(description="Per Zipf unit / 7 of the word (wordfreq, English).")
     vector: list[float] = Field(description="Per component of the word's unit vector in context.")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rag.common.errors import RagError
-from rag.index.tokens import TokenVectors, read_with_onnx, read_with_sentence_transformer
+from rag.index.tokens import LAST, TokenVectors, layer_output, read_with_onnx, read_with_sentence_transformer
 
 log = logging.getLogger("rag.index")
 
@@ -60,8 +60,8 @@ def load_embedder(name: str):
     class SentenceTransformerEmbedding(HuggingFaceEmbedding):
         """LlamaIndex's sentence-transformers embedding, with its word pieces in context (`tokens`)."""
 
-        def tokens(self, texts: list[str]) -> list[TokenVectors]:
-            return [read_with_sentence_transformer(self._model, text) for text in texts]
+        def tokens(self, texts: list[str], layer: int | None = None) -> list[TokenVectors]:
+            return [read_with_sentence_transformer(self._model, text, layer) for text in texts]
 
     # Batches of 32 as sentence-transformers' own encode (LlamaIndex's default is 10).
     # mypy's pydantic plugin sees the subclass's fields, not HuggingFaceEmbedding's own __init__.
@@ -70,6 +70,8 @@ def load_embedder(name: str):
     )
 
 
+# What the export gives, part of its cache key: an export from before the earlier layers is made again.
+EXPORT_OUTPUTS = "last_hidden_state and each earlier layer"
 QUERY_ENCODER = "query_encoder.onnx"  # fp32: documents, and questions unless the int8 one is kept
 QUERY_ENCODER_INT8 = "query_encoder_int8.onnx"
 _PROBES = [
@@ -92,13 +94,21 @@ def export_query_encoder(embedder, path: Path) -> bool:
     model = embedder._model
     transformer = model[0].model.eval()
 
-    class LastHiddenState(torch.nn.Module):
+    earlier = [layer_output(n) for n in range(1, transformer.config.num_hidden_layers)]
+
+    class HiddenStates(torch.nn.Module):
+        """The last layer, then each earlier one: a run computes only what it asks for, and the
+        framing tagger asks for one of them beside the last (rag/query/framing.py)."""
+
         def __init__(self):
             super().__init__()
             self.transformer = transformer
 
         def forward(self, input_ids, attention_mask):
-            return self.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            states = self.transformer(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+            ).hidden_states
+            return (states[-1], *states[1:-1])
 
     example = model.tokenizer(["dimension probe"], return_tensors="pt")
     axes = {0: "batch", 1: "tokens"}
@@ -106,12 +116,12 @@ def export_query_encoder(embedder, path: Path) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes about Python control flow in BERT
             torch.onnx.export(
-                LastHiddenState().eval(),
+                HiddenStates().eval(),
                 (example["input_ids"], example["attention_mask"]),
                 str(path),
                 input_names=["input_ids", "attention_mask"],
-                output_names=["last_hidden_state"],
-                dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
+                output_names=[LAST, *earlier],
+                dynamic_axes={"input_ids": axes, "attention_mask": axes} | {name: axes for name in [LAST, *earlier]},
                 opset_version=17,
                 dynamo=False,
             )
@@ -232,12 +242,12 @@ def _onnx_class():
             encoding = self._tokenizer.encode(text)
             ids = np.asarray([encoding.ids], dtype=np.int64)
             mask = np.asarray([encoding.attention_mask], dtype=np.int64)
-            (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
+            (hidden,) = self._session.run([LAST], {"input_ids": ids, "attention_mask": mask})
             pooled = (hidden * mask[..., None]).sum(axis=1)[0] / mask.sum()
             return pooled / np.linalg.norm(pooled)
 
-        def tokens(self, texts: list[str]) -> list[TokenVectors]:
-            return [read_with_onnx(self._session, self._tokenizer, text) for text in texts]
+        def tokens(self, texts: list[str], layer: int | None = None) -> list[TokenVectors]:
+            return [read_with_onnx(self._session, self._tokenizer, text, layer) for text in texts]
 
         def embed_batch(self, texts: list[str]) -> np.ndarray:
             """Texts of about the same length share a batch (little padding); the attention mask
@@ -253,7 +263,7 @@ def _onnx_class():
                 for row, encoding in enumerate(encodings):
                     ids[row, : len(encoding.ids)] = encoding.ids
                     mask[row, : len(encoding.ids)] = encoding.attention_mask
-                (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
+                (hidden,) = self._session.run([LAST], {"input_ids": ids, "attention_mask": mask})
                 pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
                 for i, vector in zip(rows, pooled / np.linalg.norm(pooled, axis=1, keepdims=True), strict=False):
                     out[i] = vector
@@ -331,7 +341,7 @@ def cached_encoder_path(directory: Path, name: str, int8: bool = False) -> Path:
         for p in model_dir.rglob("*")
         if p.is_file()
     )
-    version = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
+    version = hashlib.sha256(repr((EXPORT_OUTPUTS, files)).encode()).hexdigest()[:12]
     return Path(directory) / (re.sub(r"[^\w.-]", "_", name) + f"-{version}" + (".int8.onnx" if int8 else ".onnx"))
 
 

@@ -25,7 +25,7 @@ from rag.common.settings import Settings
 from rag.common.text import ASKS_FOR_CODE, stems
 from rag.common.weights import EvidenceWeights, FramingTagger, framing_tagger
 from rag.index.corpus import mentions
-from rag.index.stores.base import SearchIndex
+from rag.index.stores.base import REBUILD_HINT, SearchIndex
 from rag.index.tokens import ReadsTokens
 from rag.index.vocabulary import Vocabulary
 from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, either, heaviest_unfound, held_share
@@ -73,7 +73,19 @@ class Judge:
                 settings.indexing.embedding_model,
             )
             self.tagger = None
+        elif model is not None and model.layer is not None and not self._reads(model.layer):
+            log.warning(
+                "the framing tagger reads the English encoder's layer %d, which this index's export does not give"
+                " (built before it): not used; %s",
+                model.layer,
+                REBUILD_HINT,
+            )
+            self.tagger = None
         zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
+
+    def _reads(self, layer: int) -> bool:
+        """The English encoder gives `layer` (an export made before the tagger read one does not)."""
+        return layer in self._reader.tokens(["probe"], layer)[0].layers
 
     def weights(self, retrieval: Retrieval) -> EvidenceWeights:
         return self.evidence.weights(retrieval.multilingual)
@@ -131,7 +143,9 @@ class Judge:
         named = {p.paper_id for p in ask.named}
         hits = [hit for hit in hits if hit.paper.paper_id in named] or hits
         vectors = [hit.sentences.vectors for hit in hits if len(hit.sentences.texts)]
-        question_tokens = cache(lambda: self._reader.tokens([ask.said.text])[0])
+        # One read of the question gives what the tagger reads (its layer) and the last layer.
+        layer = self.tagger.layer if self.tagger is not None else None
+        question_tokens = cache(lambda: self._reader.tokens([ask.said.text], layer)[0])
         papers = Papers(
             [hit.paper.paper_id for hit in hits],
             np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),

@@ -118,16 +118,20 @@ def framing_words(question: str, model: str) -> frozenset[str]:
 _WORD = re.compile(r"\w[\w'-]*")
 
 
-def words_in_context(text: str, read: TokenVectors) -> list[tuple[str, tuple[int, int], np.ndarray]]:
+def words_in_context(
+    text: str, read: TokenVectors, layer: int | None = None
+) -> list[tuple[str, tuple[int, int], np.ndarray]]:
     """Each word of `text` but its stop words (lowercased), its span, and its unit vector in
-    context: the mean of its word pieces' vectors as the English encoder read the text (`read`)."""
+    context: the mean of its word pieces' vectors at `layer` (None: the last) as the English
+    encoder read the text (`read`)."""
+    pieces = read.at(layer)
     out = []
     for word in _WORD.finditer(text):
         if word.group(0).lower() in STOPWORDS:
             continue
         rows = [i for i, (start, end) in enumerate(read.spans) if start >= word.start() and end <= word.end()]
         if rows:
-            vector = read.vectors[rows].mean(axis=0)
+            vector = pieces[rows].mean(axis=0)
             out.append((word.group(0).lower(), word.span(), vector / max(float(np.linalg.norm(vector)), 1e-12)))
     return out
 
@@ -140,8 +144,8 @@ def zipfs(words: list[str]) -> np.ndarray:
 def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: float) -> frozenset[str]:
     """The words of `text` the framing tagger reads as framing (P(content) under `below`) wherever
     the question uses them: learned from what writers of questions marked, it reaches casual
-    requests no rule lists ("the lowdown on", "what's the hook")."""
-    words = words_in_context(text, read)
+    requests no rule lists ("the lowdown on", "what's the hook"). `read` holds the layer it reads."""
+    words = words_in_context(text, read, model.layer)
     if not words:
         return frozenset()
     content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))

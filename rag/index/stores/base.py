@@ -36,12 +36,13 @@ if TYPE_CHECKING:
 
     from rag.index.ray_embedding import RayEmbedding
 
+# 10: the question encoder's export gives its earlier layers too (the framing tagger reads one);
 # 9: papers keep a derived title, a title, authors, a url and the corpus's id (rag/index/titles.py);
 # 8: the papers no topic fits set apart in a last topic, `other` (rag/index/topics.py); 7: topics
 # clustered from the paper vectors, not the map's places; 6: topic labels of phrases; 5: the aliases
 # the papers define (Lexicon.aliases); 4: a map and topics; 3: FAISS sentences as spans
 # (sentences.npz); 2: its Lexicon
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 REBUILD_HINT = "run `rag index` to rebuild it"
 ADDED = "added-"  # the file-name prefix of abstracts added through `rag add` or the service
 
