@@ -99,13 +99,12 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
             ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10"],
         ),
         # a tuning split written later repeats no held-out question either
-        (
-            "dev_casual2",
-            ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
-        ),
-        (
-            "dev_casual3",
-            ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
+        *(
+            (
+                split,
+                ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
+            )
+            for split in ("dev_casual2", "dev_casual3", "dev_casual4")
         ),
     ],
 )
