@@ -81,7 +81,7 @@ def read_with_sentence_transformer(model, text: str, layer: int | None = None) -
     encoding = model.tokenizer(text, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
     inputs = {key: torch.tensor([encoding[key]]) for key in ("input_ids", "attention_mask")}
     with torch.no_grad():
-        states = model[0].auto_model(**inputs, output_hidden_states=True).hidden_states
+        states = model[0].model(**inputs, output_hidden_states=True).hidden_states
     pieces = model.tokenizer.convert_ids_to_tokens(encoding["input_ids"])
     layers = {layer: states[layer][0].numpy()} if layer is not None else None
     return TokenVectors.of(states[-1][0].numpy(), encoding["offset_mapping"], pieces, layers)
