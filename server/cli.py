@@ -16,7 +16,7 @@ from pathlib import Path
 from rag import __version__
 from rag.common.errors import ConfigError, RagError
 from rag.common.limits import MAX_K
-from rag.common.settings import Settings, load_settings
+from rag.common.settings import Settings, check_llm_titles, load_settings
 
 
 def _bounded(name: str, low: int, high: int):
@@ -63,9 +63,18 @@ _k = _bounded("k", 1, MAX_K)
 _port = _bounded("port", 1, 65535)
 
 
+def _titled(args, settings: Settings) -> Settings:
+    """The settings with --titles applied, refused at once when it asks for an LLM and none is set."""
+    if args.titles:
+        settings = settings.model_copy(update={"titles": args.titles})
+    check_llm_titles(settings)
+    return settings
+
+
 def cmd_index(args, settings: Settings) -> int:
     from rag.index.stores import index_seeds
 
+    settings = _titled(args, settings)
     remote = None
     if args.ray is not None:
         from rag.index.ray_embedding import RayEmbedding
@@ -74,6 +83,8 @@ def cmd_index(args, settings: Settings) -> int:
     report = index_seeds(settings, show_progress=not args.quiet, only_if_stale=args.if_needed, remote=remote)
     if remote is not None and remote.done:
         print(remote.done)
+    if report.titles is not None:
+        print(report.titles)
     if report.build is None:
         print(f"index is up to date: {report.papers} papers ({settings.indexing.index_dir})")
         return 0
@@ -153,6 +164,7 @@ def cmd_add(args, settings: Settings) -> int:
     from rag.index.corpus import read_seed_bytes
     from rag.index.stores import add_seed_texts
 
+    settings = _titled(args, settings)
     # Every file is parsed and checked before anything is written (a clear error naming it).
     items = [(path.name, read_seed_bytes(path, settings.indexing.max_file_bytes)) for path in args.files]
     started = time.perf_counter()
@@ -161,6 +173,8 @@ def cmd_add(args, settings: Settings) -> int:
         print(f"already indexed: {paper.display_name} [{paper.paper_id}]")
     for paper in result.added:
         print(f"added: {paper.display_name} [{paper.paper_id}]")
+    if result.titles is not None:
+        print(result.titles)
     print(
         f"{len(result.added)} added, {len(result.duplicates)} already indexed, "
         f"{time.perf_counter() - started:.1f} s" + (f" -> {result.build}" if result.build else "")
@@ -304,6 +318,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the index folder (default: RAG_INDEX_DIR, else ./index)",
     )
 
+    titling = argparse.ArgumentParser(add_help=False)
+    titling.add_argument(
+        "--titles",
+        choices=["derived", "llm"],
+        default=None,
+        help="titles of unnamed papers: derived from the abstract, or written by the LLM endpoint (RAG_LLM_BASE_URL) "
+        "and kept when grounded in the abstract (default: RAG_TITLES, else derived)",
+    )
+
     within = argparse.ArgumentParser(add_help=False)
     within.add_argument(
         "--paper",
@@ -319,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="only papers by this author (repeatable; whole words of a name), as authors on /search and /ask",
     )
 
-    index = sub.add_parser("index", parents=[where], help="build or rebuild the index from the seed files")
+    index = sub.add_parser("index", parents=[where, titling], help="build or rebuild the index from the seed files")
     index.add_argument(
         "--if-needed",
         action="store_true",
@@ -365,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add = sub.add_parser(
         "add",
-        parents=[where],
+        parents=[where, titling],
         help="add the papers of corpus files (seed format, JSON Lines, CSV, OpenReview, arXiv) without a full rebuild",
     )
     add.add_argument("files", nargs="+", type=Path, metavar="FILE")

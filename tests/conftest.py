@@ -363,6 +363,16 @@ class MilvusServer:
         self.proc.wait(timeout=30)
 
 
+@pytest.fixture(scope="session")
+def llama_server():
+    """llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct on loopback; yields its /v1 URL."""
+    from eval.llm import smollm2_server
+
+    # One thread: the other core stays with the test process and the service.
+    with smollm2_server("--n_threads", "1", "--logits_all", "false") as url:
+        yield url
+
+
 # What `make test-fast` leaves out: tests that drive Chromium, start a Ray cluster or a llama.cpp server.
 HEAVY = {"page": "browser", "llama_server": "llama_cpp"}
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from eval.llm import SMOLLM2_SOURCE_SENTENCES, smollm2_server
+from eval.llm import SMOLLM2_SOURCE_SENTENCES
 from rag.answer import llm, prompts
 from rag.answer.citations import MARKER
 from rag.answer.llm import LLMGenerator, repeats_instructions
@@ -19,13 +19,6 @@ from rag.common.errors import GeneratorError, GeneratorTimeout
 from rag.query.analysis import analyse
 
 from .conftest import Server, free_port, index_env
-
-
-@pytest.fixture(scope="session")
-def llama_server():
-    # One thread: the other core stays with the test process and the service.
-    with smollm2_server("--n_threads", "1", "--logits_all", "false") as url:
-        yield url
 
 
 def llm_settings(settings, url, **extra):

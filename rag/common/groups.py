@@ -83,7 +83,16 @@ class IndexingSettings(BaseModel):
         "alone) is refused with the file and record named, not indexed as a paper. The seeds' shortest has 112.",
     )
     max_file_mb: int = Field(512, ge=1, le=100_000, description="The largest corpus file read (MB); split larger.")
-    title_max_words: int = Field(8, ge=2, le=20, description="The most words of a title derived for an unnamed paper.")
+    titles: Literal["derived", "llm"] = Field(
+        "derived",
+        description="The title of a paper whose abstract gives it no name: derived, a phrase of the abstract "
+        "(rag/index/titles.py); or llm, written by the LLM endpoint (RAG_LLM_*) once per paper when indexing and "
+        "kept with the index, only when grounded in the abstract, else the derived one stays "
+        "(rag/index/llm_titles.py). `rag index --titles` and `rag add --titles` override it.",
+    )
+    title_max_words: int = Field(
+        8, ge=2, le=20, description="The most words of a title derived (or written by the LLM) for an unnamed paper."
+    )
     title_distinct_weight: float = Field(
         0.5,
         ge=0,

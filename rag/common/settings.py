@@ -261,13 +261,25 @@ def load_settings(**overrides: Any) -> Settings:
     """The settings from RAG_* variables (and `overrides`, by flat name), or ConfigError whose message
     is one line naming each bad variable, what is wrong with its value and an example of a good one."""
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError("invalid configuration: " + " | ".join(_problem(e) for e in exc.errors())) from None
     except SettingsError as exc:  # a nested setting given as JSON that does not parse
         found = re.search(r'field "(\w+)"', str(exc))
         variable = f"RAG_{found.group(1).upper()}" if found else "a RAG_* variable"
         raise ConfigError(f"invalid configuration: {variable}: not valid JSON") from None
+    check_llm_titles(settings)
+    return settings
+
+
+def check_llm_titles(settings: Settings) -> None:
+    """ConfigError when titles from an LLM are asked for with no endpoint to ask: said at start-up,
+    and by `rag index --titles llm` before any work."""
+    if settings.indexing.titles == "llm" and not settings.llm.base_url:
+        raise ConfigError(
+            "invalid configuration: RAG_TITLES=llm (or --titles llm) needs an OpenAI-compatible endpoint: "
+            "set RAG_LLM_BASE_URL (and RAG_LLM_MODEL), or use derived titles"
+        )
 
 
 @lru_cache

@@ -41,6 +41,7 @@ class Paper:
     url: str | None = None
     ref: str | None = None  # the corpus's own id for it (an OpenReview or arXiv id), where it has one
     derived_title: str | None = None  # a short title derived from the abstract when indexing (rag/index/titles.py)
+    llm_title: str | None = None  # an LLM's title, grounded in the abstract (RAG_TITLES=llm, rag/index/llm_titles.py)
 
     @property
     def named(self) -> bool:
@@ -49,11 +50,13 @@ class Paper:
 
     @property
     def display_name(self) -> str:
-        """The title, else the abstract's name for it, else the derived title: never a cut sentence
-        once the index has derived one."""
+        """The title, else the abstract's name for it, else the LLM's title, else the derived one:
+        never a cut sentence once the index has derived one."""
         if self.title:
             return self.title
-        return self.name if self.named or not self.derived_title else self.derived_title
+        if self.named:
+            return self.name
+        return self.llm_title or self.derived_title or self.name
 
     def public(self) -> dict:
         """What a reader is shown (the HTTP contract): `name` is `display_name`; `title`,

@@ -7,7 +7,8 @@ to any other paper's (a phrase every paper shares names none of them), a little 
 it comes from the sentence that states the contribution ("we introduce ..."), held back when
 only sentences on earlier work use it ("while previous explanations attribute ..."). Written by hand:
 KeyBERT itself would bring its own model loading and candidate n-grams, not noun phrases.
-The title is a phrase of the abstract, so it is grounded in it by construction.
+The title is a phrase of the abstract, so it is grounded in it by construction. With
+`RAG_TITLES=llm` an LLM also writes one (llm_titles.py), shown instead when it is grounded too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from rag.common.text import CONTRIBUTION, tagger
+from rag.index import llm_titles
 
 if TYPE_CHECKING:
     from llama_index.core.embeddings import BaseEmbedding
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from rag.common.groups import IndexingSettings
     from rag.common.settings import Settings
     from rag.index.corpus import Corpus, Paper
+    from rag.index.llm_titles import TitleReport
 
 _SKIPPED_TAGS = frozenset({"DET", "PRON", "NUM", "PUNCT", "SYM", "CCONJ"})
 # Words that open a phrase without naming anything in it ("a novel ...", "existing ...").
@@ -176,25 +179,28 @@ def title_unnamed(
     encoder: BaseEmbedding,
     settings: Settings,
     known: Corpus | None = None,
-) -> None:
+) -> TitleReport | None:
     """Give each of `papers` (row i of `vectors` is paper i's) that has neither a name nor a title
-    its derived title: the one the previous build (`known`) gave it, so that a title never changes
-    under a reader, else a new one told apart from `contrast` (other papers' vectors)."""
+    its derived title, and with `titles` llm its LLM's title: those the previous build (`known`)
+    gave it, so that a title never changes under a reader, else new ones (a derived title told
+    apart from `contrast`, other papers' vectors). Returns what the LLM was asked (None: not asked)."""
     new = []
     for i, paper in enumerate(papers):
-        if paper.named or paper.title or paper.derived_title:
+        if paper.named or paper.title or paper.derived_title or paper.llm_title:
             continue
         kept = known.get(paper.paper_id) if known is not None else None
-        if kept is not None and kept.derived_title:
-            paper.derived_title = kept.derived_title
+        if kept is not None and (kept.derived_title or kept.llm_title):
+            paper.derived_title, paper.llm_title = kept.derived_title, kept.llm_title
         else:
             new.append(i)
-    if not new:
-        return
     chosen = [papers[i] for i in new]
-    derived = derive_titles(chosen, vectors[new], contrast, encoder, settings.indexing, settings.judging.tagger_model)
-    for paper in chosen:
-        paper.derived_title = derived.get(paper.paper_id)
+    if chosen:
+        derived = derive_titles(
+            chosen, vectors[new], contrast, encoder, settings.indexing, settings.judging.tagger_model
+        )
+        for paper in chosen:
+            paper.derived_title = derived.get(paper.paper_id)
+    return llm_titles.write_titles(chosen, settings) if settings.indexing.titles == "llm" else None
 
 
 def _unit(vectors) -> np.ndarray:

@@ -28,6 +28,7 @@ from rag.index.corpus import Corpus, Paper, check_abstracts
 from rag.index.embedding import cached_encoder_path, cached_query_encoder
 from rag.index.formats import parse_file, supported
 from rag.index.lexicon import Lexicon
+from rag.index.llm_titles import LLM_TITLES, TitleReport
 from rag.index.multilingual import MULTILINGUAL_MODEL, load_multilingual_embedder, load_multilingual_int8_embedder
 from rag.index.topics import TopicMap
 
@@ -158,6 +159,7 @@ class Published:
     where: Path | str
     chunks: int
     papers: int
+    titles: TitleReport | None = None  # what the LLM was asked for titles (RAG_TITLES=llm), else None
 
 
 @dataclass
@@ -170,6 +172,7 @@ class IndexReport:
     removed: int
     seconds: float
     chunks: int | None = None  # of the published index
+    titles: TitleReport | None = None  # what the LLM was asked for titles (RAG_TITLES=llm), else None
 
 
 @dataclass
@@ -177,6 +180,7 @@ class AddResult:
     build: Path | str | None  # where the add was published, None when nothing was new
     added: list[Paper]
     duplicates: list[Paper]
+    titles: TitleReport | None = None  # what the LLM was asked for titles (RAG_TITLES=llm), else None
 
 
 Index = TypeVar("Index", bound=SearchIndex)
@@ -229,6 +233,12 @@ class Store(Protocol[Index]):
 
     def seeds_changed(self, settings: Settings, index: Index) -> bool:
         """The seed folder moved on since this index was built (the service then catches up)."""
+
+
+def titles_of(manifest: dict) -> TitleReport | None:
+    """What the build or add that wrote `manifest` asked the LLM for titles, where it asked."""
+    asked = manifest.get(LLM_TITLES)
+    return TitleReport.from_dict(asked) if asked is not None else None
 
 
 def expected_parameters(settings: Settings) -> dict:

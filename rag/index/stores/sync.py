@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rag.common.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
-from rag.common.settings import Settings
+from rag.common.settings import Settings, check_llm_titles
 from rag.index.corpus import Corpus, build_corpus, load_corpus
 from rag.index.formats import parse_file
 from rag.index.stores.base import (
@@ -42,6 +42,7 @@ def index_seeds(
     --if-needed`, the service at start) nothing happens when the index matches the folder, and
     otherwise only the difference is embedded or deleted; everything only when there is no
     usable index or the model or chunking changed. `remote` embeds on a Ray cluster."""
+    check_llm_titles(settings)
     started = time.perf_counter()
     with store.writing(settings):
         indexing = settings.indexing
@@ -62,7 +63,15 @@ def index_seeds(
             corpus = _with_kept_adds(store, settings, seeds)
             published = store.build(corpus, settings, show_progress, remote)
             return IndexReport(
-                published.where, reason, False, published.papers, 0, 0, time.perf_counter() - started, published.chunks
+                published.where,
+                reason,
+                False,
+                published.papers,
+                0,
+                0,
+                time.perf_counter() - started,
+                published.chunks,
+                published.titles,
             )
         from_seeds = [p for p in previous.corpus.papers if not (store.records_adds and is_added(p))]
         changes = SeedChanges.between(Corpus(from_seeds, 0), seeds)
@@ -80,6 +89,7 @@ def index_seeds(
         len(changes.removed),
         time.perf_counter() - started,
         published.chunks,
+        published.titles,
     )
 
 
@@ -101,6 +111,7 @@ def add_seed_texts(store: Store[Any], settings: Settings, items: list[tuple[str,
     embedding only what is new, and publish them atomically (the previous state is never modified).
     They are recorded under fresh file names, added-<time>-<name><suffix>, so that a rebuild keeps them,
     and a retry after a crash adds each abstract once."""
+    check_llm_titles(settings)
     files = added_files(items, settings)
     with store.writing(settings):
         current = store.load(settings)
@@ -111,4 +122,4 @@ def add_seed_texts(store: Store[Any], settings: Settings, items: list[tuple[str,
         if not fresh:
             return AddResult(None, [], duplicates)
         published = store.add(current, files, fresh, settings)
-    return AddResult(published.where, fresh, duplicates)
+    return AddResult(published.where, fresh, duplicates, published.titles)

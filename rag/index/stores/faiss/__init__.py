@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from rag.common.errors import IndexCorruptError, IndexNotFoundError, IndexStaleError
 from rag.common.settings import Settings
 from rag.index.corpus import Corpus, Paper, load_corpus, seed_files
-from rag.index.stores.base import Published, check_parameters, pause_point
+from rag.index.stores.base import Published, check_parameters, pause_point, titles_of
 from rag.index.stores.faiss import folders
 from rag.index.stores.faiss.build import build_index, write_build
 from rag.index.stores.faiss.reader import LoadedIndex, load_index
@@ -31,7 +31,7 @@ __all__ = ["FaissStore", "LoadedIndex", "build_index", "load_index"]
 
 def _published(build: Path) -> Published:
     manifest = folders.read_manifest(build, verify=False)
-    return Published(build, manifest["chunks"], manifest["papers"])
+    return Published(build, manifest["chunks"], manifest["papers"], titles_of(manifest))
 
 
 class FaissStore:

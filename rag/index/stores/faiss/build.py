@@ -31,6 +31,7 @@ from rag.index.embedding import (
     tokenizer_of,
 )
 from rag.index.lexicon import Lexicon
+from rag.index.llm_titles import LLM_TITLES
 from rag.index.stores.base import (
     KnownVectors,
     expected_parameters,
@@ -314,7 +315,7 @@ def write_build(
         vectors = np.concatenate(paper_vectors or [np.zeros((0, dimensions))])
         del paper_vectors
         contrast = vectors[titles.contrast_rows(len(vectors), settings)]
-        titles.title_unnamed(
+        asked = titles.title_unnamed(
             corpus.papers, vectors, contrast, embedder, settings, previous.corpus if previous else None
         )
         contents = _write_contents(work, corpus, chunks, table, settings)
@@ -341,6 +342,7 @@ def write_build(
             "embedded_on": "ray" if remote is not None else "this process",
             "build_seconds": round(time.perf_counter() - started, 2),
             "map_seconds": round(mapped, 2),
+            LLM_TITLES: asked.to_dict() if asked is not None else None,
         }
         pause_point(settings, "writing")
         final = folders.seal(work, manifest, linked)

@@ -24,7 +24,7 @@ import numpy as np
 from rag.common.settings import Settings
 from rag.index import titles
 from rag.index.corpus import Corpus, Paper
-from rag.index.stores.base import Published, document_encoder, pause_point
+from rag.index.stores.base import Published, document_encoder, pause_point, titles_of
 from rag.index.stores.milvus import writer
 from rag.index.stores.milvus.collections import GRPC_OPTIONS, id_filter, milvus_errors
 from rag.index.stores.milvus.reader import MilvusIndex, load
@@ -36,7 +36,7 @@ __all__ = ["GRPC_OPTIONS", "MilvusIndex", "MilvusStore", "load"]
 
 
 def _published(settings: Settings, manifest: dict) -> Published:
-    return Published(writer.where(settings, manifest), manifest["chunks"], manifest["papers"])
+    return Published(writer.where(settings, manifest), manifest["chunks"], manifest["papers"], titles_of(manifest))
 
 
 class MilvusStore:

@@ -25,6 +25,7 @@ from rag.index import titles, topics
 from rag.index.chunking import chunk_papers, split_sentences
 from rag.index.corpus import Corpus, Paper
 from rag.index.embedding import document_embedder, tokenizer_of
+from rag.index.llm_titles import LLM_TITLES
 from rag.index.stores.base import (
     KnownVectors,
     Ranked,
@@ -266,7 +267,7 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
         # The generation is not current yet: its paper rows can wait for the map and the titles.
         vectors = np.concatenate(paper_vectors or [np.zeros((0, 1))])
         del paper_vectors
-        titles.title_unnamed(
+        asked = titles.title_unnamed(
             corpus.papers, vectors, vectors[titles.contrast_rows(len(vectors), settings)], embedder, settings
         )
         topic_map = topics.fit_map(corpus.papers, vectors, settings)
@@ -280,6 +281,7 @@ def build(corpus: Corpus, settings: Settings, show_progress: bool = False, remot
         # 70 ms instead of 3 at 2,000 papers). Adds stay in memory until Milvus seals them.
         index_generation(client, names, dimensions, multilingual_dimensions, kind.upper())
         manifest = _manifest(settings, generation, corpus, chunks, sentences, dimensions, kind, topic_map)
+        manifest[LLM_TITLES] = asked.to_dict() if asked is not None else None
         write_meta(client, base, manifest)
         if before is not None:
             old = Names(base, before["generation"])
@@ -316,7 +318,7 @@ def add_papers(
     base = settings.store.milvus_collection
     manifest = current_meta(client, settings)
     embedded = _embed(papers, settings, embedder, multilingual)
-    titles.title_unnamed(papers, embedded.vectors, contrast, embedder, settings)
+    asked = titles.title_unnamed(papers, embedded.vectors, contrast, embedder, settings)
     pause_point(settings, "embedding")
     while True:
         names = Names(base, manifest["generation"])
@@ -333,6 +335,7 @@ def add_papers(
         "papers": latest["papers"] + len(papers),
         "chunks": latest["chunks"] + len(embedded.chunks),
         "sentences": latest["sentences"] + len(embedded.sentences),
+        LLM_TITLES: asked.to_dict() if asked is not None else None,  # this add's, not the build's
     }
     write_meta(client, base, manifest)
     return manifest
