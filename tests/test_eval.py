@@ -73,6 +73,7 @@ ALL_TYPES = {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable",
         ("test9", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 110),
         ("test10", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 98),  # casual, with sibling-term twins
         ("test11", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # casual framing, with twins
+        ("test12", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # framing styles unlisted before
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_least):
@@ -98,6 +99,7 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
             "test11",
             ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10"],
         ),
+        ("test12", [split for split in DATA_FILES if split != "test12"]),  # every split, dev-side ones too
         # a tuning split written later repeats no held-out question either
         *(
             (
