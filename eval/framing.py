@@ -53,6 +53,7 @@ SPLITS = (
     "dev_casual",
     "dev_casual2",
     "dev_casual3",
+    "dev_casual4",
 )
 PRECISION_OF_HIGH = 0.955  # the floor on the share of high answers citing a gold paper (target 0.95)
 # The off-corpus questions (written ones and contrast twins; leave-one-out variants apart) answered
@@ -69,6 +70,32 @@ def papers_of(questions: list[dict]) -> dict[str, str]:
     return {q["id"]: first.get(q.get("contrast_of", ""), first[q["id"]]) for q in questions}
 
 
+def questions_asked(
+    settings: Settings,
+    splits: tuple[str, ...],
+    every: int = 1,
+    tagger: Callable[[str], FramingTagger | None] | None = None,
+):
+    """(split, question, its assistant, its analysis, its retrieval) for each question of the splits
+    (dev's leave-one-out variants too, each by an assistant without its paper), with `tagger(paper)`
+    as the framing tagger of a question about that paper (None: the service's)."""
+    index = load_index(settings)
+    seeing = Assistant(index, settings)
+    for split in splits:
+        questions = tuning(split, index.corpus, every)
+        paper = papers_of(questions)
+        for q in questions + (leave_one_out(questions) if split == "dev" else []):
+            asker = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
+            if tagger is not None:
+                asker.judge.tagger = tagger((q.get("exclude") or [paper[q["id"]]])[0])
+            yield split, q, asker, *asked(asker, settings, q)
+
+
+def with_framing(settings: Settings, framing: FramingWeights) -> Settings:
+    """The settings with `framing` as the framing weights."""
+    return settings.model_copy(update={"evidence": settings.judging.evidence.model_copy(update={"framing": framing})})
+
+
 def verdicts(
     settings: Settings,
     framing: FramingWeights,
@@ -77,21 +104,9 @@ def verdicts(
     tagger: Callable[[str], FramingTagger | None] | None = None,
 ):
     """(split, question, its analysis, its retrieval, the verdict, the weights) for each question of
-    the splits (dev's leave-one-out variants too), judged with `framing`, and with `tagger(paper)`
-    as the framing tagger of a question about that paper (None: the service's)."""
-    index = load_index(settings)
-    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
-    judging = settings.model_copy(update={"evidence": evidence})
-    seeing = Assistant(index, judging)
-    for split in splits:
-        questions = tuning(split, index.corpus, every)
-        paper = papers_of(questions)
-        for q in questions + (leave_one_out(questions) if split == "dev" else []):
-            asker = Assistant(index, judging, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
-            if tagger is not None:
-                asker.judge.tagger = tagger((q.get("exclude") or [paper[q["id"]]])[0])
-            ask, retrieval = asked(asker, judging, q)
-            yield split, q, ask, retrieval, asker.judge.verdict(retrieval, ask), asker.judge.weights(retrieval)
+    `questions_asked`, judged with `framing`."""
+    for split, q, asker, ask, retrieval in questions_asked(with_framing(settings, framing), splits, every, tagger):
+        yield split, q, ask, retrieval, asker.judge.verdict(retrieval, ask), asker.judge.weights(retrieval)
 
 
 def examples(settings: Settings, splits: tuple[str, ...], every: int = 1) -> list[dict]:
@@ -253,8 +268,10 @@ def main() -> None:
     print(f"the verdict agrees with the simulation on {len(records) - len(differ)} of {len(records)} questions")
     for split, qid, simulation, verdict in differ[:20]:
         print(f"  {split} {qid}: simulated {simulation}, verdict {verdict}")
-    if args.write:
-        evidence = settings.judging.evidence.model_copy(update={"framing": framing})
+    if args.write:  # the framing tagger's fields (eval/tagger.py) as they were
+        current = settings.judging.evidence.framing
+        tagged = framing.model_copy(update={"tagger_below": current.tagger_below})
+        evidence = settings.judging.evidence.model_copy(update={"framing": tagged})
         record = fit_record(
             [*SPLITS, "dev leave-one-out"],
             every=args.every,

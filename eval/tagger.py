@@ -12,18 +12,20 @@ whose writers listed each question's constraints: 1 (content) inside a listed co
 Features: the word's unit vector in context (the English encoder's layer `LAYER`, the mean of its
 pieces) and its Zipf frequency. A logistic regression, cross-validated in 5 folds by paper.
 
-Threshold: the verdict over eval/framing.py's tuning splits and dev's leave-one-out variants, each
-question judged by the tagger fitted without its paper's fold. Chosen: the one that gives the most
-answerable questions a `high` answer citing a gold paper while at least `PRECISION_OF_HIGH` of the
-`high` answers do and the guard holds: no split's contrast twins (a question with one term swapped
-for a sibling no paper covers) nor dev's leave-one-out variants are answered `high` more often than
-with the tagger off (`OFF_CORPUS_SLACK`). The written off-corpus questions are reported: a framed
-word can be the one a false premise hangs on ("the score the GCPA paper defines"), which no word
-check sees.
+Threshold (`tagger_below`): the verdict over eval/framing.py's tuning splits and dev's leave-one-out
+variants, each question analysed and retrieved once, judged at every candidate by the tagger fitted
+without its paper's fold. Chosen: the one that gives the most answerable questions a `high` answer
+citing a gold paper while at least `PRECISION_OF_HIGH` of the `high` answers do and the guard holds:
+the contrast twins (a question with one term swapped for a sibling no paper covers) of all splits
+together, and dev's leave-one-out variants, are answered `high` no more often than with the tagger
+off, but for `OFF_CORPUS_SLACK` (one in 200; per split, a split of 100 twins could gain none).
+The written off-corpus questions are reported: a framed word can be the one a false premise hangs
+on ("the score the GCPA paper defines"), which no word check sees.
 
     .venv/bin/python -m eval.tagger                # fit and report
     .venv/bin/python -m eval.tagger --every 3      # every third question: a quick run
     .venv/bin/python -m eval.tagger --write        # ...and adopt it
+    .venv/bin/python -m eval.tagger --labelled dev_casual dev_casual2   # learn from these splits only
 """
 
 from __future__ import annotations
@@ -39,14 +41,16 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 from eval.calibrate import tuning
-from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, papers_of, verdicts
+from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, papers_of, questions_asked, with_framing
 from rag.common.settings import Settings, load_settings
-from rag.common.weights import FITTED_WEIGHTS, FRAMING_TAGGER, FramingTagger, fit_record, write_fitted
+from rag.common.weights import FITTED_WEIGHTS, FRAMING_TAGGER, FramingTagger, FramingWeights, fit_record, write_fitted
 from rag.index.stores import load_index
 from rag.query.analysis import analyse
 from rag.query.framing import words_in_context, zipfs
 
-LABELLED = ("dev_casual", "dev_casual2", "dev_casual3")  # the dev-side splits whose questions list their constraints
+# The dev-side splits the shipped tagger learned from (their questions list constraints and framing);
+# learning from dev_casual4 too held the guard only at a lower threshold (docs/evaluation.md).
+LABELLED = ("dev_casual", "dev_casual2", "dev_casual3")
 FOLDS = 5
 # The encoder's layer read: cross-validated on the dev side's 5,969 words, AUC (framing words
 # caught where 1 % of content words are lost) layer 3 0.909 (0.52), 4 0.912 (0.52), 5 0.902 (0.50),
@@ -56,7 +60,12 @@ LAYER = 4
 # 0.52, 0.52, 0.51 of framing words at 1 % of content words lost.
 C = 1.0
 THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
-GUARDS = ("twins", "leave-one-out")  # the groups of off-corpus questions whose `high` may not rise
+GUARDS = ("twins", "leave-one-out")  # the kinds of off-corpus questions whose `high` may not rise
+
+
+def kind(group: tuple[str, str]) -> str:
+    """The kind of question of a (split, kind) group."""
+    return group[1]
 
 
 def fold(paper: str) -> int:
@@ -73,11 +82,13 @@ def _spans(text: str, phrases: list[str]) -> list[tuple[int, int]]:
     return [match.span() for match in found if match]
 
 
-def examples(settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def examples(
+    settings: Settings, labelled: tuple[str, ...] = LABELLED
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(vectors, Zipf frequencies, labels, papers): a row per labelled word (see the module's docstring)."""
     index = load_index(settings)
     vectors, frequencies, labels, papers = [], [], [], []
-    for split in LABELLED:
+    for split in labelled:
         questions = tuning(split, index.corpus)
         paper_of = papers_of(questions)
         for q in questions:
@@ -123,22 +134,25 @@ def as_json(tagger: FramingTagger) -> str:
     return json.dumps(fields, indent=1)[:-2] + f',\n "vector": {json.dumps(vector)}\n}}\n'
 
 
-def judged(settings: Settings, below: float, taggers: dict[int, FramingTagger], every: int) -> list[dict]:
-    """The verdict on every tuning question with the tagger at `below`, by the tagger of its paper's fold."""
-    framing = settings.judging.evidence.framing.model_copy(update={"tagger_below": below})
-    out = []
-    for split, q, _, _, verdict, _ in verdicts(settings, framing, SPLITS, every, lambda paper: taggers[fold(paper)]):
-        high = verdict.confidence == "high"
+def judged(settings: Settings, configs: list[FramingWeights], taggers: dict[int, FramingTagger], every: int):
+    """The verdict on every tuning question under each framing of `configs`, by the tagger of its
+    paper's fold: a list of rows per config. Each question is analysed and retrieved once."""
+    variants = [with_framing(settings, framing) for framing in configs]
+    out: list[list[dict]] = [[] for _ in configs]
+    for split, q, asker, ask, retrieval in questions_asked(settings, SPLITS, every, lambda p: taggers[fold(p)]):
         kind = "leave-one-out" if q.get("exclude") else "twins" if q.get("contrast_of") else "written"
-        cited = {h.paper.paper_id for h in verdict.hits}
-        out.append(
-            {
-                "group": (split, kind),
-                "answerable": bool(q["gold"]),
-                "high": high,
-                "gold_high": high and bool(set(q["gold"]) & cited),
-            }
-        )
+        for rows, variant in zip(out, variants, strict=True):
+            asker.judge.settings = variant
+            verdict = asker.judge.verdict(retrieval, ask)
+            high = verdict.confidence == "high"
+            rows.append(
+                {
+                    "group": (split, kind),
+                    "answerable": bool(q["gold"]),
+                    "high": high,
+                    "gold_high": high and bool(set(q["gold"]) & {h.paper.paper_id for h in verdict.hits}),
+                }
+            )
     return out
 
 
@@ -153,22 +167,23 @@ def figures(rows: list[dict]) -> dict[str, float]:
     }
 
 
-def by_group(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
-    """Figures per split and kind of question (written, twins, leave-one-out)."""
-    groups: dict[tuple[str, str], list[dict]] = {}
+def by_group(rows: list[dict], key=lambda group: group) -> dict:
+    """Figures per split and kind of question (written, twins, leave-one-out), or per `key` of that."""
+    groups: dict = {}
     for r in rows:
-        groups.setdefault(r["group"], []).append(r)
+        groups.setdefault(key(r["group"]), []).append(r)
     return {group: figures(part) for group, part in groups.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--every", type=int, default=1, help="every Nth question of each tuning split (a quick run)")
+    parser.add_argument("--labelled", nargs="+", default=list(LABELLED), help="the splits whose words it learns from")
     parser.add_argument("--write", action="store_true", help=f"write {FRAMING_TAGGER.name} and tagger_below")
     args = parser.parse_args()
     settings = load_settings()
     encoder = settings.indexing.embedding_model
-    vectors, frequencies, labels, papers = examples(settings)
+    vectors, frequencies, labels, papers = examples(settings, tuple(args.labelled))
     folds = np.asarray([fold(p) for p in papers])
     taggers = {k: fit(vectors[folds != k], frequencies[folds != k], labels[folds != k], encoder) for k in range(FOLDS)}
     predicted = np.zeros(len(labels))
@@ -176,29 +191,32 @@ def main() -> None:
         predicted[folds == k] = tagger.content(vectors[folds == k], frequencies[folds == k])
     auc = float(roc_auc_score(labels, predicted))
     print(f"{len(labels)} words labelled ({int(labels.sum())} content), cross-validated AUC {auc:.3f}")
-    off = judged(settings, 0.0, taggers, args.every)
-    floors, before = by_group(off), figures(off)
+    current = settings.judging.evidence.framing
+    configs = [current.model_copy(update={"tagger_below": below}) for below in (0.0, *THRESHOLDS)]
+    off, *runs = judged(settings, configs, taggers, args.every)
+    floors, pooled, before = by_group(off), by_group(off, kind), figures(off)
     print(f"tagger off: {before}")
-    best: tuple[float, dict[str, float]] = (0.0, before)
-    for below in THRESHOLDS:
-        rows = judged(settings, below, taggers, args.every)
+    best: tuple[FramingWeights, dict[str, float]] = (configs[0], before)
+    for framing, rows in zip(configs[1:], runs, strict=True):
         got, groups = figures(rows), by_group(rows)
+        # The guard, pooled over the splits: one in 200 of a kind, not one in a split of 100.
         raised = [
-            g
-            for g, f in groups.items()
-            if g[1] in GUARDS and f["off_corpus_high"] > floors[g]["off_corpus_high"] + OFF_CORPUS_SLACK
+            k
+            for k, f in by_group(rows, kind).items()
+            if k in GUARDS and f["off_corpus_high"] > pooled[k]["off_corpus_high"] + OFF_CORPUS_SLACK
         ]
-        print(f"tagger_below {below}: {got}" + (f"; more off-corpus high in {raised}" if raised else ""))
+        print(f"tagger_below {framing.tagger_below}: {got}" + (f"; more off-corpus high in {raised}" if raised else ""))
         for group, f in sorted(groups.items()):
-            print(f"    {group[0]} {group[1]}: {floors[group]} -> {f}")
+            if f != floors[group]:
+                print(f"    {group[0]} {group[1]}: {floors[group]} -> {f}")
         if not raised and got["precision"] >= PRECISION_OF_HIGH and got["coverage"] > best[1]["coverage"]:
-            best = (below, got)
-    print(f"chosen tagger_below {best[0]}: {before} -> {best[1]}")
+            best = (framing, got)
+    print(f"chosen tagger_below {best[0].tagger_below}: {before} -> {best[1]}")
     if args.write:
         tagger = fit(vectors, frequencies, labels, encoder)
         tagger.fit = {
             "date": date.today().isoformat(),
-            "splits": list(LABELLED),
+            "splits": list(args.labelled),
             "words": len(labels),
             "content": int(labels.sum()),
             "C": C,
@@ -206,7 +224,7 @@ def main() -> None:
         }
         FRAMING_TAGGER.write_text(as_json(tagger), encoding="utf-8")
         evidence = settings.judging.evidence
-        framing = evidence.framing.model_copy(update={"tagger_below": best[0]})
+        framing = evidence.framing.model_copy(update={"tagger_below": best[0].tagger_below})
         record = fit_record([*SPLITS, "dev leave-one-out"], every=args.every, before=before, after=best[1])
         write_fitted(FITTED_WEIGHTS, evidence.model_copy(update={"framing": framing}), {"tagger": record})
         print(f"wrote {FRAMING_TAGGER} and {FITTED_WEIGHTS}")
