@@ -122,18 +122,3 @@ def test_what_the_question_asks_for_is_never_framed(assistant, tagged):
     assert "code" in tagged(question)  # read alone, the tagger takes it for framing
     answer = assistant.ask(question)
     assert answer.confidence == "low" and answer.missing == "code", answer.missing
-
-
-def test_an_aside_about_the_asker_does_not_hide_the_papers_that_answer(assistant):
-    """Retrieved and weighed less its framing words, a request followed by the asker's aside is
-    answered as the bare request is, not refused; a term no paper studies is still named."""
-    bare = assistant.ask("Which papers quantize diffusion transformers?")
-    aside = assistant.ask(
-        "Which papers quantize diffusion transformers? putting together slides for our lab's Friday meeting, thanks"
-    )
-    assert bare.confidence == aside.confidence == "high"
-    assert {c.name for c in aside.citations} == {c.name for c in bare.citations} != set()
-    swapped = assistant.ask(
-        "Papers on equivariant networks for speech recognition? my advisor keeps nagging me, long story"
-    )
-    assert swapped.confidence != "high" and "speech" in (swapped.missing or ""), swapped.missing
