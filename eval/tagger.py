@@ -140,14 +140,14 @@ def judged(settings: Settings, configs: list[FramingWeights], taggers: dict[int,
     variants = [with_framing(settings, framing) for framing in configs]
     out: list[list[dict]] = [[] for _ in configs]
     for split, q, asker, ask, retrieval in questions_asked(settings, SPLITS, every, lambda p: taggers[fold(p)]):
-        kind = "leave-one-out" if q.get("exclude") else "twins" if q.get("contrast_of") else "written"
+        asked_as = "leave-one-out" if q.get("exclude") else "twins" if q.get("contrast_of") else "written"
         for rows, variant in zip(out, variants, strict=True):
             asker.judge.settings = variant
             verdict = asker.judge.verdict(retrieval, ask)
             high = verdict.confidence == "high"
             rows.append(
                 {
-                    "group": (split, kind),
+                    "group": (split, asked_as),
                     "answerable": bool(q["gold"]),
                     "high": high,
                     "gold_high": high and bool(set(q["gold"]) & {h.paper.paper_id for h in verdict.hits}),
