@@ -72,8 +72,9 @@ def examples(settings: Settings, every: int = 1):
     for q in dev + leave_one_out(dev):
         assistant = Assistant(index, settings, seeing.generator, exclude=q["exclude"]) if q.get("exclude") else seeing
         query, alone = assistant.condense(read(q["question"]), q["history"])
+        query = assistant.analyse(q["question"], query).sought.text  # less its framing words, as answered
         retrieval = alone if alone is not None and alone.query == query else assistant.retriever.search(query)
-        # Every retrieved paper, the question unanalysed: nothing tied to it, no list made longer.
+        # Every retrieved paper, nothing tied to the question, no list made longer.
         hits = retrieval.hits[: settings.answering.answer_sources]
         assessed = assistant.judge.evidence.assess(
             read_query(retrieval.query), hits, retrieval.multilingual, q["question"]

@@ -26,7 +26,7 @@ from rag.common.settings import Settings
 from rag.common.text import is_cjk
 from rag.index.stores.base import SearchIndex
 from rag.judge.verdict import Confidence, Judge
-from rag.query.analysis import Ask, analyse, read
+from rag.query.analysis import Ask, analyse, read, without_framing
 from rag.query.words import Reading
 from rag.retrieve.retrieval import Hit, Retrieval, Retriever, by_any
 
@@ -214,12 +214,17 @@ class Assistant:
         # what the papers must contribute ("propose new benchmarks"); a topic in plain words
         # ("diffusion policies") is matched by meaning too.
         exclusive = bool(holding) and (said.new_work or ask.names_only)
-        return replace(ask, tied=tuple(tied), only=tuple(tied) if exclusive else ())
+        ask = replace(ask, tied=tuple(tied), only=tuple(tied) if exclusive else ())
+        if said.foreign:
+            return ask
+        framing = self.settings.judging.evidence.framing
+        aside = self.judge.framed(said.text, framing.searched_below)
+        return without_framing(ask, aside) if len(aside) >= framing.aside_words else ask
 
     def retrieve(self, ask: Ask, alone: Retrieval | None, k: int | None = None) -> Retrieval:
         """The retrieval for the query `condense` chose (the question's own when it stood alone),
         holding every paper the analysis tied to the question."""
-        searched = ask.searched
+        searched = ask.sought
         if (
             alone is not None
             and alone.query == searched.text

@@ -122,3 +122,22 @@ def test_what_the_question_asks_for_is_never_framed(assistant, tagged):
     assert "code" in tagged(question)  # read alone, the tagger takes it for framing
     answer = assistant.ask(question)
     assert answer.confidence == "low" and answer.missing == "code", answer.missing
+
+
+def test_an_aside_about_the_asker_does_not_hide_the_papers_that_answer(assistant):
+    """Retrieved and weighed less its framing words, a request followed by the asker's aside is
+    answered as the bare request is, not refused; a term no paper studies is still named."""
+    asked = "Which papers quantize diffusion transformers? putting together slides for our lab's Friday meeting, thanks"
+    assert "friday" not in assistant.analyse(asked, asked).sought.text.lower()
+    # One framing verb is a plain question's form (the evidence was fitted on it): searched as asked.
+    plain = "Which paper proposes a neural text-to-speech model that improves prosody?"
+    below = assistant.settings.judging.evidence.framing.searched_below
+    assert assistant.judge.framed(plain, below) == {"proposes"} and assistant.analyse(plain, plain).unframed is None
+    bare = assistant.ask("Which papers quantize diffusion transformers?")
+    aside = assistant.ask(asked)
+    assert bare.confidence == aside.confidence == "high"
+    assert {c.name for c in aside.citations} == {c.name for c in bare.citations} != set()
+    swapped = assistant.ask(
+        "Papers on equivariant networks for speech recognition? my advisor keeps nagging me, long story"
+    )
+    assert swapped.confidence != "high" and "speech" in (swapped.missing or ""), swapped.missing

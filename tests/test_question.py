@@ -4,7 +4,7 @@ constraints that never hold the words saying what kind of answer is wanted."""
 import pytest
 
 from rag.index.corpus import Paper
-from rag.query.analysis import analyse, topic_of, without_exclusions
+from rag.query.analysis import analyse, topic_of, without_exclusions, without_framing
 
 WORDS_OF_INTENT = {
     "compare",
@@ -218,3 +218,21 @@ def test_what_a_question_leaves_out_is_neither_searched_for_nor_a_constraint():
     quoted = "Which work tells apart failures on 'not'/'except' style queries?"
     assert without_exclusions(quoted) == quoted  # a word quoted, not an exclusion
     assert without_exclusions("Excluding everything?") == "Excluding everything?"  # nothing left to ask
+
+
+def test_a_question_is_retrieved_and_weighed_less_its_framing_words():
+    """`without_framing`: what is searched and weighed (`sought`) drops the framing words; what
+    is checked, named and answered (`said`, the constraints) stays the question as asked."""
+    question = "Which papers quantize diffusion transformers? slides for our Friday meeting, thanks a ton"
+    ask = analyse(question)
+    lean = without_framing(ask, frozenset({"slides", "friday", "meeting", "thanks", "ton"}))
+    assert lean.sought.text == "Which papers quantize diffusion transformers? for our a"
+    assert {"slid", "friday", "meet"} & ask.sought.stems and not {"slid", "friday", "meet"} & lean.sought.stems
+    assert lean.said == ask.said and lean.constraints == ask.constraints and not lean.rewritten
+    assert lean.sought.several and lean.sought.intent == ask.said.intent  # what it asks for, read whole
+    # Nothing framed, nothing left, or a question in another language: searched as asked.
+    assert without_framing(ask, frozenset()) is ask
+    only = analyse("Thanks a ton!")
+    assert without_framing(only, frozenset({"thanks", "ton"})) is only
+    spanish = analyse("¿Qué papers proponen benchmarks para agentes de programación? gracias")
+    assert without_framing(spanish, frozenset({"gracias"})) is spanish

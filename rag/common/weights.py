@@ -147,6 +147,21 @@ class FramingWeights(BaseModel):
         description="A question's word that the framing tagger (rag/common/framing_tagger.json) reads as content "
         "with a probability under this is framing, never missing, as the spaCy tagger's verbs are (0: tagger off).",
     )
+    searched_below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="...and one it reads as content under this is left out of what is retrieved and weighed as "
+        "evidence (an aside dilutes both); stricter than tagger_below, since a content word left out is lost to "
+        "retrieval where one not named is only not named (0: searched as asked).",
+    )
+    aside_words: int = Field(
+        2,
+        ge=1,
+        le=20,
+        description='...and only when at least this many of its words are: one framing verb ("Which paper '
+        "proposes ...\") is the plain question's form, which the evidence was fitted on; an aside is several.",
+    )
 
     def logit(self, salience: float, common: float, match: float, least: float) -> float:
         """The log-odds that the question rests on a missing constraint with these measures: what the
@@ -342,7 +357,9 @@ _HEADER = """\
 # kept as they are by --write: cite_share and standalone_margin (rag eval --split dev),
 # multilingual's missing_below and soft_above, several's cite_above and at_least, and
 # several_cite_share. [framing]: written by
-# `python -m eval.framing --write` (kept as it is by calibrate's --write).
+# `python -m eval.framing --write` (kept as it is by calibrate's --write), tagger_below by
+# `python -m eval.tagger --write`; searched_below and aside_words chosen by hand (rag eval on the
+# dev side, docs/evaluation.md), kept by both.
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.
 """
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache, partial
 from typing import Literal, cast
 
 import numpy as np
@@ -26,7 +26,7 @@ from rag.common.text import ASKS_FOR_CODE, stems
 from rag.common.weights import EvidenceWeights, FramingTagger, framing_tagger
 from rag.index.corpus import mentions
 from rag.index.stores.base import REBUILD_HINT, SearchIndex
-from rag.index.tokens import ReadsTokens
+from rag.index.tokens import ReadsTokens, TokenVectors
 from rag.index.vocabulary import Vocabulary
 from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, either, heaviest_unfound, held_share
 from rag.judge.constraints import check as check_constraints
@@ -63,6 +63,8 @@ class Judge:
         # is missing; the last `token_cache_papers` papers read are kept.
         self._reader = cast(ReadsTokens, index.embedder)  # either English encoder (rag/index/embedding.py)
         self._pieces = lru_cache(maxsize=settings.judging.token_cache_papers)(self._read_pieces)
+        # A question's pieces in context, read once for its analysis (`framed`) and its constraints.
+        self._question = lru_cache(maxsize=64)(self._read_question)
         # The framing tagger reads the vectors of the encoder it was fitted on, no other's.
         model = framing_tagger()
         self.tagger: FramingTagger | None = model
@@ -101,7 +103,7 @@ class Judge:
         those a follow-up borrowed) count as named."""
         hits = self.candidates(retrieval, ask.tied, ask.listing)
         said, tied = ask.said.text, ask.tied
-        return self.evidence.assess(ask.searched, hits, retrieval.multilingual, said, tied, ask.alternatives)
+        return self.evidence.assess(ask.sought, hits, retrieval.multilingual, said, tied, ask.alternatives)
 
     def verdict(self, retrieval: Retrieval, ask: Ask) -> Verdict:
         """The papers that answer, how confidently, and the part of the question none of them
@@ -143,9 +145,7 @@ class Judge:
         named = {p.paper_id for p in ask.named}
         hits = [hit for hit in hits if hit.paper.paper_id in named] or hits
         vectors = [hit.sentences.vectors for hit in hits if len(hit.sentences.texts)]
-        # One read of the question gives what the tagger reads (its layer) and the last layer.
-        layer = self.tagger.layer if self.tagger is not None else None
-        question_tokens = cache(lambda: self._reader.tokens([ask.said.text], layer)[0])
+        question_tokens = partial(self._question, ask.said.text)
         papers = Papers(
             [hit.paper.paper_id for hit in hits],
             np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32),
@@ -155,14 +155,6 @@ class Judge:
             lambda: np.vstack([self._pieces(hit.paper.paper_id) for hit in hits]),
         )
 
-        def tagged() -> frozenset[str]:
-            """The framing tagger's framing words, less those of what the analysis reads the
-            question as asking for (where the code is: "the code")."""
-            if self.tagger is None or framing.tagger_below <= 0:
-                return frozenset()
-            words = tagged_framing(ask.said.text, question_tokens(), self.tagger, framing.tagger_below)
-            return words - {w.lower() for m in ASKS_FOR_CODE.finditer(ask.said.text) for w in m.group(0).split()}
-
         return check_constraints(
             ask.constraints,
             ask.said,
@@ -171,11 +163,25 @@ class Judge:
             embed,
             term_uses=self.settings.judging.modifier_term_uses,
             framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
-            tagged=tagged,
+            tagged=partial(self.framed, ask.said.text),
             soft_above=soft_above,
             rests_on=rests_on if framing.block_above > 0 else None,
             block_above=framing.block_above,
         )
+
+    def framed(self, question: str, below: float | None = None) -> frozenset[str]:
+        """The words of an English question the framing tagger reads as framing (`tagged_framing`)
+        under `below` (by default `tagger_below`), less those of what the analysis reads it as
+        asking for (where the code is: "the code"); none with the tagger off."""
+        below = self.settings.judging.evidence.framing.tagger_below if below is None else below
+        if self.tagger is None or below <= 0:
+            return frozenset()
+        words = tagged_framing(question, self._question(question), self.tagger, below)
+        return words - {w.lower() for m in ASKS_FOR_CODE.finditer(question) for w in m.group(0).split()}
+
+    def _read_question(self, question: str) -> TokenVectors:
+        """One read gives what the tagger reads (its layer) and the last layer."""
+        return self._reader.tokens([question], self.tagger.layer if self.tagger is not None else None)[0]
 
     def _read_pieces(self, paper_id: str) -> np.ndarray:
         return content_pieces(self._reader.tokens(self.index.sentences_of([paper_id])[paper_id].texts))

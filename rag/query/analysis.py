@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Literal
 
@@ -292,6 +292,14 @@ class Ask:
     only: tuple[str, ...] = ()  # when set, the only papers that can answer ("Which papers report results on X?")
     one_paper: bool = False  # it asks about one paper ("Summarize ChaosNexus", "the paper that ...")
     authorship: Authorship | None = None  # it asks who wrote a paper, or for papers by someone
+    # The question less its framing words (`without_framing`): retrieved and weighed as evidence
+    # in place of `searched`, whose words stay what is checked, named and answered.
+    unframed: Reading | None = None
+
+    @property
+    def sought(self) -> Reading:
+        """What retrieval and the evidence read: the question less its framing words, else `searched`."""
+        return self.unframed or self.searched
 
     @property
     def listing(self) -> bool:
@@ -471,3 +479,22 @@ def analyse(question: str, named: Sequence[Paper] = (), query: str | None = None
         whole=whole,
         authorship=authorship_of(question),
     )
+
+
+_EDGES = re.compile(r"^\W+|\W+$")
+
+
+def without_framing(ask: Ask, framing: frozenset[str]) -> Ask:
+    """The question retrieved and weighed less its framing words (the framing tagger's): an aside
+    ("my weekend rabbit hole, don't judge") dilutes its vector and the share of its words a paper
+    holds, so the paper that answers reads as one that does not. English as asked, not a rewrite."""
+    if not framing or ask.said.foreign or ask.rewritten:
+        return ask
+    kept = " ".join(w for w in ask.searched.text.split() if _EDGES.sub("", w).lower() not in framing)
+    lean = read_query(kept)
+    if not lean.content or kept == ask.searched.text:
+        return ask
+    unframed = replace(
+        ask.searched, text=lean.text, stems=lean.stems, content=lean.content, phrases=lean.phrases, names=lean.names
+    )
+    return replace(ask, unframed=unframed)
