@@ -4,6 +4,8 @@ about is content, whatever the phrasing around it."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -140,4 +142,40 @@ def test_an_aside_about_the_asker_does_not_hide_the_papers_that_answer(assistant
     swapped = assistant.ask(
         "Papers on equivariant networks for speech recognition? my advisor keeps nagging me, long story"
     )
+    assert swapped.confidence != "high" and "speech" in (swapped.missing or ""), swapped.missing
+
+
+def test_an_aside_is_measured_by_where_it_sits():
+    """`aside_measures`: a phrase's clause speaking of the asker, a sentence other than the one
+    asked, the tagger's reading around it and of it, and the other words of its clause."""
+    from rag.query.framing import aside_measures
+
+    text = "pathology core lab, budget season again. Which papers predict gene expression from histology? my PI asks"
+    framing = {"budget", "season", "again", "asks"}
+    words = [(m.group(0).lower(), m.span(), 0.1 if m.group(0) in framing else 0.9) for m in re.finditer(r"\w+", text)]
+    measured = aside_measures(text, ["pathology core lab", "gene expression", "PI", "not in it"], words)
+    assert set(measured) == {"pathology core lab", "gene expression", "PI"}
+    assert measured["pathology core lab"] == (0.0, 1.0, 1.0, 0.9, 0.0)  # a clause of its own, before the question
+    personal, apart, clause, inside, others = measured["gene expression"]
+    assert (personal, apart, inside) == (0.0, 0.0, 0.9) and others == 5 and clause == pytest.approx(0.9)
+    personal, apart, clause, inside, others = measured["PI"]
+    assert (personal, apart, others) == (1.0, 1.0, 2) and clause == pytest.approx((0.9 + 0.1) / 2)
+
+
+def test_the_askers_aside_is_never_named_and_dilutes_no_swapped_term(assistant, loaded_index, settings):
+    """The aside model (`AsideWeights`): the asker's situation in a clause of its own is neither
+    missing nor part of the share a missing term weighs; what the request swaps is still named."""
+    from rag.assistant import Assistant
+
+    question = "our radiology group is budgeting GPUs. Which papers quantize diffusion transformers?"
+    framing = settings.judging.evidence.framing
+    off = framing.model_copy(update={"aside": framing.aside.model_copy(update={"below": 0.0})})
+    without = settings.model_copy(
+        update={"generator": "extractive", "evidence": settings.judging.evidence.model_copy(update={"framing": off})}
+    )
+    before = Assistant(loaded_index, without).ask(question)
+    assert before.confidence == "low" and "radiology" in (before.missing or ""), before.missing
+    answer = assistant.ask(question)
+    assert answer.confidence == "high" and {"LSGQuant"} <= {c.name for c in answer.citations}
+    swapped = assistant.ask(question.replace("?", " for speech recognition?"))
     assert swapped.confidence != "high" and "speech" in (swapped.missing or ""), swapped.missing

@@ -209,6 +209,7 @@ def test_each_setting_is_set_by_its_variable_and_read_in_its_group(monkeypatch, 
         "RAG_MAP_TOPICS": "3",
         "RAG_FEEDBACK_KEEP_HOURS": "2",
         "RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE": "0.2",
+        "RAG_EVIDENCE__FRAMING__ASIDE__BELOW": "0.07",
         "RAG_CORS_ORIGINS": "http://a.example,http://b.example",
     }.items():
         monkeypatch.setenv(variable, value)
@@ -217,6 +218,8 @@ def test_each_setting_is_set_by_its_variable_and_read_in_its_group(monkeypatch, 
     assert (settings.map.topics, settings.feedback.keep_hours, settings.answering.generator) == (3, 2.0, "extractive")
     assert settings.judging.evidence.english.answer_above == 0.2
     assert settings.judging.evidence.english.bias == load_settings().judging.evidence.english.bias  # the others kept
+    aside = settings.judging.evidence.framing.aside  # at any depth
+    assert aside.below == 0.07 and aside.inside == load_settings().judging.evidence.framing.aside.inside != 0
     assert settings.service.cors_origins == ["http://a.example", "http://b.example"]
     assert settings.indexing.index_dir == tmp_path / "index"
     dense = settings.model_copy(update={"retrieval_mode": "dense", "llm_fallback": False})

@@ -7,6 +7,7 @@ import json
 import math
 import numbers
 import tomllib
+from collections.abc import Sequence
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -103,6 +104,43 @@ class SeveralWeights(BaseModel):
     )
 
 
+class AsideWeights(BaseModel):
+    """Whether a constraint is the asker's aside ("pathology core lab", "filling a spreadsheet"), not
+    what the request needs: P(content) = sigmoid(bias + personal * its clause speaks of the asker ("my",
+    "we") + apart * it sits in a sentence that is not the one asked + clause * the framing tagger's mean
+    P(content) over the rest of its clause + inside * over its own words + clause_words * how many other
+    words its clause has / 10). Reads the framing tagger's output, so it is refitted with it. Fitted
+    by `python -m eval.aside` on the writers' labels of a dev-side split the tagger did not learn from."""
+
+    bias: float = 0.0
+    personal: float = Field(0.0, le=0, description="Per clause that holds a first-person word.")
+    apart: float = Field(0.0, le=0, description="Per phrase in a sentence other than the question's.")
+    clause: float = Field(
+        0.0, ge=0, description="Per unit of the tagger's mean P(content) over the clause's other words."
+    )
+    inside: float = Field(0.0, ge=0, description="Per unit of the tagger's mean P(content) over the phrase's words.")
+    clause_words: float = Field(0.0, ge=0, description="Per ten other words in the clause.")
+    below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="A constraint with P(content) under this is an aside: framing, never missing (0: off).",
+    )
+
+    def content(self, measures: Sequence[float]) -> float:
+        """P(content) from `aside_measures`' (personal, apart, clause, inside, clause_words)."""
+        personal, apart, clause, inside, clause_words = measures
+        logit = (
+            self.bias
+            + self.personal * personal
+            + self.apart * apart
+            + self.clause * clause
+            + self.inside * inside
+            + self.clause_words * clause_words / 10
+        )
+        return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit))))
+
+
 class FramingWeights(BaseModel):
     """Whether a constraint of the question that no answering paper holds is one the question rests
     on, or a word of its framing that no rule knew ("the gist", "a rundown", "the key trick", "this
@@ -163,6 +201,8 @@ class FramingWeights(BaseModel):
         "proposes ...\") is the plain question's form, which the evidence was fitted on; an aside is several.",
     )
 
+    aside: AsideWeights = Field(default_factory=AsideWeights, description="Which constraints are asides.")
+
     def logit(self, salience: float, common: float, match: float, least: float) -> float:
         """The log-odds that the question rests on a missing constraint with these measures: what the
         verdict and eval/framing.py's simulation of it both read."""
@@ -208,10 +248,22 @@ class EvidenceSettings(BaseModel):
     @field_validator("english", "multilingual", "several", "framing", mode="before")
     @classmethod
     def _over_defaults(cls, value, info: ValidationInfo):
-        """RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=0.2 changes one number and keeps the others."""
+        """RAG_EVIDENCE__ENGLISH__ANSWER_ABOVE=0.2 changes one number and keeps the others (at any depth:
+        RAG_EVIDENCE__FRAMING__ASIDE__BELOW)."""
         if isinstance(value, dict):
-            return {**_fitted(str(info.field_name)).model_dump(), **value}
+            return _over(_fitted(str(info.field_name)).model_dump(), value)
         return value
+
+
+def _over(default: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """`value` over `default`, table by table."""
+    return {
+        **default,
+        **{
+            key: _over(default[key], given) if isinstance(given, dict) and isinstance(default.get(key), dict) else given
+            for key, given in value.items()
+        },
+    }
 
 
 class ExtractiveWeights(BaseModel):
@@ -359,7 +411,7 @@ _HEADER = """\
 # several_cite_share. [framing]: written by
 # `python -m eval.framing --write` (kept as it is by calibrate's --write), tagger_below by
 # `python -m eval.tagger --write`; searched_below and aside_words chosen by hand (rag eval on the
-# dev side, docs/evaluation.md), kept by both.
+# dev side, docs/evaluation.md), kept by both; [framing.aside] by `python -m eval.aside --write`.
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.
 """
 

@@ -126,6 +126,7 @@ def check(
     term_uses: int = 2,
     framing: Callable[[], Collection[str]] = frozenset,
     tagged: Callable[[], Collection[str]] = frozenset,
+    aside: Callable[[], Collection[str]] = frozenset,
     soft_above: float = 1.01,
     rests_on: Rests | None = None,
     block_above: float = 0.0,
@@ -136,7 +137,9 @@ def check(
     nothing. `framing`: the question's words that only say how it is asked
     (rag/query/framing.py's `framing_words`), never missing; called only when a word is. `tagged`:
     those the framing tagger reads as framing (`tagged_framing`), asked only when a word is missing
-    still (it reads the question through the encoder).
+    still (it reads the question through the encoder). `aside`: the words of its constraints the
+    aside model reads as the asker's aside (`aside_words`): never missing, and no part of the share
+    of the question what is missing weighs, so an aside dilutes no swapped term.
     `rests_on(salience, common, match, least)`: the probability that the question rests on a
     constraint no paper holds, even softly (`soft_above`) (`FramingWeights`); under `block_above`
     it is framing (None: every missing constraint is one it rests on, weighed by `held_share`)."""
@@ -145,7 +148,8 @@ def check(
     def weigh(words) -> float:
         return vocabulary.idf.total(stem for word in words for stem in stems(word) - naming)
 
-    total = weigh(word for run in said.phrases for word in run)
+    asides = cache(aside)
+    whole = cache(lambda: weigh(word for run in said.phrases for word in run if word.lower() not in asides()))
 
     # The papers' sentences as words, read only for a question that needs them (most never do).
     written = cache(lambda: [HYPHENATED_WORD.findall(text.lower()) for text in texts])
@@ -166,7 +170,7 @@ def check(
             token.endswith(head) and token != lowered for tokens in written() for token in tokens
         )
 
-    framed, read_as_framing = cache(framing), cache(tagged)
+    framed, read_as_framing = cache(framing), cache(lambda: {*tagged(), *asides()})
     stem_of = cache(lambda word: frozenset(stems(word)))
 
     def another_head(words: list[str], missing: tuple[str, ...]) -> bool:
@@ -272,7 +276,7 @@ def check(
         found = [w for w in words if w not in missing + code_only]
         if kind := (*code_only, *unsaid_degree(words, missing + code_only), *filter(only_qualified, found)):
             missing, another = missing + kind, True
-        checks.append((phrase, missing, weigh(missing) / total if total else 0.0, another))
+        checks.append((phrase, missing, weigh(missing) / whole() if missing and whole() else 0.0, another))
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
     similarity: dict[str, float] = {}
     if unfound and len(sentence_vectors):

@@ -13,7 +13,7 @@ at `high_above`, else low naming nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Literal, cast
@@ -32,7 +32,7 @@ from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, eithe
 from rag.judge.constraints import check as check_constraints
 from rag.judge.evidence import Evidence, EvidenceModel, Missing, sigmoid
 from rag.query.analysis import Ask
-from rag.query.framing import framing_words, tagged_framing
+from rag.query.framing import aside_words, framing_words, tagged_framing
 from rag.retrieve.retrieval import Hit, Retrieval
 
 Confidence = Literal["high", "low", "none"]
@@ -164,6 +164,7 @@ class Judge:
             term_uses=self.settings.judging.modifier_term_uses,
             framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
             tagged=partial(self.framed, ask.said.text),
+            aside=partial(self.asides, ask.said.text, ask.constraints),
             soft_above=soft_above,
             rests_on=rests_on if framing.block_above > 0 else None,
             block_above=framing.block_above,
@@ -178,6 +179,14 @@ class Judge:
             return frozenset()
         words = tagged_framing(question, self._question(question), self.tagger, below)
         return words - {w.lower() for m in ASKS_FOR_CODE.finditer(question) for w in m.group(0).split()}
+
+    def asides(self, question: str, constraints: Sequence[str]) -> frozenset[str]:
+        """The words of the constraints the aside model reads as the asker's aside (`aside_words`);
+        none with it or the tagger off."""
+        aside = self.settings.judging.evidence.framing.aside
+        if self.tagger is None or aside.below <= 0 or not constraints:
+            return frozenset()
+        return aside_words(question, constraints, self._question(question), self.tagger, aside)
 
     def _read_question(self, question: str) -> TokenVectors:
         """One read gives what the tagger reads (its layer) and the last layer."""

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 from wordfreq import zipf_frequency
 
 from rag.common.text import STOPWORDS, tagger
-from rag.common.weights import FramingTagger
+from rag.common.weights import AsideWeights, FramingTagger
 from rag.index.tokens import TokenVectors
+from rag.query.words import question_phrases
 
 # The parts of speech that say what a question is about (spaCy's universal tags), less the
 # comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
@@ -141,15 +143,77 @@ def zipfs(words: list[str]) -> np.ndarray:
     return np.asarray([zipf_frequency(word, "en") for word in words], dtype=np.float32)
 
 
+def tagged(text: str, read: TokenVectors, model: FramingTagger) -> list[tuple[str, tuple[int, int], float]]:
+    """Each word of `text` but its stop words, its span, and the framing tagger's P(content) for
+    it as the question uses it. `read` holds the layer the tagger reads."""
+    words = words_in_context(text, read, model.layer)
+    if not words:
+        return []
+    content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))
+    return [(word, span, p) for (word, span, _), p in zip(words, content.tolist(), strict=True)]
+
+
 def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: float) -> frozenset[str]:
     """The words of `text` the framing tagger reads as framing (P(content) under `below`) wherever
     the question uses them: learned from what writers of questions marked, it reaches casual
-    requests no rule lists ("the lowdown on", "what's the hook"). `read` holds the layer it reads."""
-    words = words_in_context(text, read, model.layer)
-    if not words:
-        return frozenset()
-    content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))
+    requests no rule lists ("the lowdown on", "what's the hook")."""
     uses: defaultdict[str, list[float]] = defaultdict(list)
-    for (word, *_), p in zip(words, content.tolist(), strict=True):
+    for word, _, p in tagged(text, read, model):
         uses[word].append(p)
     return frozenset(word for word, ps in uses.items() if max(ps) < below)
+
+
+# English's first-person pronouns, a closed class: a clause that holds one speaks of the asker.
+FIRST_PERSON = frozenset(
+    {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "our", "ours", "us"}
+)
+_CLAUSE = re.compile(r"[^,.;:!?()\u2014]+")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_TOKEN = re.compile(r"[\w'-]+")
+Measures = tuple[float, float, float, float, float]
+
+
+def aside_measures(
+    text: str, phrases: Sequence[str], words: list[tuple[str, tuple[int, int], float]]
+) -> dict[str, Measures]:
+    """What `AsideWeights` reads of each phrase found in `text`, given its words' P(content)
+    (`tagged`): whether its clause speaks of the asker, whether it sits in a sentence other than
+    the one asked (ending "?"), the mean P(content) over the rest of its clause and over its own
+    words (1.0 with none), and how many other words its clause has (at most 30). Hand-written:
+    clauses split at punctuation, since no library at hand marks a casual question's asides."""
+    sentences = [m.span() for m in _SENTENCE.finditer(text)]
+    asked = [(start, end) for start, end in sentences if text[start:end].rstrip().endswith("?")]
+    out: dict[str, Measures] = {}
+    for phrase in phrases:
+        found = re.search(re.escape(phrase), text, re.I)
+        if found is None:
+            continue
+        start, end = found.span()
+        first, last = next((m.span() for m in _CLAUSE.finditer(text) if m.start() <= start < m.end()), (start, end))
+        last = max(last, end)
+        tokens = {token.lower() for token in _TOKEN.findall(text[first:last])}
+        within = [p for _, (a, b), p in words if a >= start and b <= end]
+        around = [p for _, (a, b), p in words if a >= first and b <= last and not (a >= start and b <= end)]
+        out[phrase] = (
+            float(bool(FIRST_PERSON & tokens)),
+            float(bool(asked) and not any(a <= start < b for a, b in asked)),
+            float(np.mean(around)) if around else 1.0,
+            float(np.mean(within)) if within else 1.0,
+            float(min(len(_TOKEN.findall(text[first:start] + " " + text[end:last])), 30)),
+        )
+    return out
+
+
+def aside_words(
+    text: str, phrases: Sequence[str], read: TokenVectors, model: FramingTagger, weights: AsideWeights
+) -> frozenset[str]:
+    """The words of the phrases `weights` reads as the asker's aside (P(content) under its `below`):
+    "pathology core lab, budget season again." beside the request, which the papers never hold."""
+    measures = aside_measures(text, phrases, tagged(text, read, model))
+    return frozenset(
+        word.lower()
+        for phrase, measured in measures.items()
+        if weights.content(measured) < weights.below
+        for run in question_phrases(phrase)
+        for word in run
+    )
