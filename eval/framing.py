@@ -270,7 +270,7 @@ def main() -> None:
         print(f"  {split} {qid}: simulated {simulation}, verdict {verdict}")
     if args.write:  # the framing tagger's fields (eval/tagger.py) as they were
         current = settings.judging.evidence.framing
-        kept = ("tagger_below", "searched_below", "aside_words", "aside")
+        kept = ("tagger_below", "searched_below", "searched_at_least", "aside")
         tagged = framing.model_copy(update={field: getattr(current, field) for field in kept})
         evidence = settings.judging.evidence.model_copy(update={"framing": tagged})
         record = fit_record(

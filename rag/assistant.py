@@ -219,7 +219,7 @@ class Assistant:
             return ask
         framing = self.settings.judging.evidence.framing
         aside = self.judge.framed(said.text, framing.searched_below)
-        return without_framing(ask, aside) if len(aside) >= framing.aside_words else ask
+        return without_framing(ask, aside) if len(aside) >= framing.searched_at_least else ask
 
     def retrieve(self, ask: Ask, alone: Retrieval | None, k: int | None = None) -> Retrieval:
         """The retrieval for the query `condense` chose (the question's own when it stood alone),

@@ -193,7 +193,7 @@ class FramingWeights(BaseModel):
         "evidence (an aside dilutes both); stricter than tagger_below, since a content word left out is lost to "
         "retrieval where one not named is only not named (0: searched as asked).",
     )
-    aside_words: int = Field(
+    searched_at_least: int = Field(
         2,
         ge=1,
         le=20,
@@ -410,7 +410,7 @@ _HEADER = """\
 # multilingual's missing_below and soft_above, several's cite_above and at_least, and
 # several_cite_share. [framing]: written by
 # `python -m eval.framing --write` (kept as it is by calibrate's --write), tagger_below by
-# `python -m eval.tagger --write`; searched_below and aside_words chosen by hand (rag eval on the
+# `python -m eval.tagger --write`; searched_below and searched_at_least chosen by hand (rag eval on the
 # dev side, docs/evaluation.md), kept by both; [framing.aside] by `python -m eval.aside --write`.
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.
 """
