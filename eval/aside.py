@@ -102,12 +102,11 @@ def main() -> None:
     print(f"{len(rows)} constraints of {'+'.join(splits)}: {int((y == 0).sum())} asides, {int(y.sum())} content")
     print(f"bias {fit.intercept_[0]:.3f}, " + ", ".join(f"{f} {w}" for f, w in weights.items()))
     print(f"cross-validated AUC {roc_auc_score(y, predicted):.3f}")
-    caught = {}
     for below in THRESHOLDS:
         aside = predicted < below
-        caught[below] = float(aside[(y == 0) & kept].mean())
         print(
-            f"  below {below}: asides the tagger keeps caught {caught[below]:.3f} of {int(((y == 0) & kept).sum())}, "
+            f"  below {below}: asides the tagger keeps caught {aside[(y == 0) & kept].mean():.3f} "
+            f"of {int(((y == 0) & kept).sum())}, "
             f"content lost {int((aside & (y == 1)).sum())} of {int(y.sum())} (twins' {int((aside & twin).sum())})"
         )
     if args.write:
