@@ -33,8 +33,9 @@ from sklearn.model_selection import GroupKFold, cross_val_predict
 from eval.calibrate import tuning
 from eval.framing import papers_of
 from eval.tagger import LABELLED
+from rag.common.framing_weights import AsideWeights, framing_tagger
 from rag.common.settings import Settings
-from rag.common.weights import FITTED_WEIGHTS, AsideWeights, fit_record, framing_tagger, write_fitted
+from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
 from rag.index.stores import load_index
 from rag.query.analysis import analyse
 from rag.query.framing import aside_measures, tagged

@@ -1,4 +1,4 @@
-"""Fit the framing tagger (rag/common/weights.py `FramingTagger`) on the dev side, choose its
+"""Fit the framing tagger (rag/common/framing_weights.py `FramingTagger`) on the dev side, choose its
 threshold (`FramingWeights.tagger_below`) by the verdict itself, and say how it does; never on test.
 
 A casual question's request words ("give me the lowdown on", "the key trick", "anything in this
@@ -42,8 +42,9 @@ from sklearn.metrics import roc_auc_score
 
 from eval.calibrate import tuning
 from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, papers_of, questions_asked, with_framing
+from rag.common.framing_weights import FRAMING_TAGGER, FramingTagger, FramingWeights
 from rag.common.settings import Settings, load_settings
-from rag.common.weights import FITTED_WEIGHTS, FRAMING_TAGGER, FramingTagger, FramingWeights, fit_record, write_fitted
+from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
 from rag.index.stores import load_index
 from rag.query.analysis import analyse
 from rag.query.framing import words_in_context, zipfs

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from rag.common.weights import FramingTagger, framing_tagger
+from rag.common.framing_weights import FramingTagger, framing_tagger
 from rag.query.framing import tagged_framing, words_in_context
 
 

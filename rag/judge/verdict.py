@@ -21,9 +21,10 @@ from typing import Literal, cast
 import numpy as np
 from wordfreq import zipf_frequency
 
+from rag.common.framing_weights import FramingTagger, framing_tagger
 from rag.common.settings import Settings
 from rag.common.text import ASKS_FOR_CODE, stems
-from rag.common.weights import EvidenceWeights, FramingTagger, framing_tagger
+from rag.common.weights import EvidenceWeights
 from rag.index.corpus import mentions
 from rag.index.stores.base import REBUILD_HINT, SearchIndex
 from rag.index.tokens import ReadsTokens, TokenVectors

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from wordfreq import zipf_frequency
 
+from rag.common.framing_weights import AsideWeights, FramingTagger
 from rag.common.text import STOPWORDS, tagger
-from rag.common.weights import AsideWeights, FramingTagger
 from rag.index.tokens import TokenVectors
 from rag.query.words import question_phrases
 

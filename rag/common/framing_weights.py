@@ -1,0 +1,151 @@
+"""What decides a question's framing, apart from the evidence weights that hold them
+(rag/common/weights.py): the framing tagger over words read in context (its own file,
+framing_tagger.json, `python -m eval.tagger`), which missing constraints the question rests on
+(`python -m eval.framing`) and which are the asker's aside (`python -m eval.aside`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+FRAMING_TAGGER = Path(__file__).with_name("framing_tagger.json")
+
+
+class AsideWeights(BaseModel):
+    """Whether a constraint is the asker's aside ("pathology core lab", "filling a spreadsheet"), not
+    what the request needs: P(content) = sigmoid(bias + personal * its clause speaks of the asker ("my",
+    "we") + apart * it sits in a sentence that is not the one asked + clause * the framing tagger's mean
+    P(content) over the rest of its clause + inside * over its own words + clause_words * how many other
+    words its clause has / 10). Reads the framing tagger's output, so it is refitted with it. Fitted
+    by `python -m eval.aside` on the writers' labels of a dev-side split the tagger did not learn from."""
+
+    bias: float = 0.0
+    personal: float = Field(0.0, le=0, description="Per clause that holds a first-person word.")
+    apart: float = Field(0.0, le=0, description="Per phrase in a sentence other than the question's.")
+    clause: float = Field(
+        0.0, ge=0, description="Per unit of the tagger's mean P(content) over the clause's other words."
+    )
+    inside: float = Field(0.0, ge=0, description="Per unit of the tagger's mean P(content) over the phrase's words.")
+    clause_words: float = Field(0.0, ge=0, description="Per ten other words in the clause.")
+    below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="A constraint with P(content) under this is an aside: framing, never missing (0: off).",
+    )
+
+    def content(self, measures: Sequence[float]) -> float:
+        """P(content) from `aside_measures`' (personal, apart, clause, inside, clause_words)."""
+        personal, apart, clause, inside, clause_words = measures
+        logit = (
+            self.bias
+            + self.personal * personal
+            + self.apart * apart
+            + self.clause * clause
+            + self.inside * inside
+            + self.clause_words * clause_words / 10
+        )
+        return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit))))
+
+
+class FramingWeights(BaseModel):
+    """Whether a constraint of the question that no answering paper holds is one the question rests
+    on, or a word of its framing that no rule knew ("the gist", "a rundown", "the key trick", "this
+    pile"): P(it blocks `high`) = sigmoid(bias + salience * how much the question's meaning moves
+    without it + common * its words' general-English frequency + match and least * how well the
+    answering papers hold its words in context). One likely enough (`decisive_above`) makes the answer
+    low whatever it weighs. Fitted by `python -m eval.framing` on the dev side (leave-one-paper-out), never on test."""
+
+    bias: float = Field(description="Log-odds with no evidence.")
+    salience: float = Field(
+        ge=0,
+        description="Per unit of 1 - cos(question, question without the phrase) under the English encoder: "
+        "the meaning a question loses without a word it rests on.",
+    )
+    common: float = Field(
+        le=0,
+        description="Per Zipf unit (wordfreq) of its rarest missing word: everyday words frame, rare ones name.",
+    )
+    match: float = Field(
+        0.0,
+        description="Per unit of the mean, over its words, of each one's best cosine in context with a word of the "
+        "answering papers (rag/judge/constraints.py `held_in_context`): content said in the papers' other words.",
+    )
+    least: float = Field(0.0, description="...and per unit of its least held word's.")
+    block_above: float = Field(
+        ge=0,
+        le=1,
+        description="The probability from which a missing constraint is one the question rests on (blocks "
+        "`high`, can be named); under it, it is framing: neither missing nor named.",
+    )
+    decisive_above: float = Field(
+        1.0,
+        ge=0,
+        le=1.01,
+        description="...and from which it makes the answer low whatever it weighs; between the two it is weighed "
+        "by its share of the question (missing_below).",
+    )
+    tagger_below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="A question's word that the framing tagger (rag/common/framing_tagger.json) reads as content "
+        "with a probability under this is framing, never missing, as the spaCy tagger's verbs are (0: tagger off).",
+    )
+    searched_below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="...and one it reads as content under this is left out of what is retrieved and weighed as "
+        "evidence (an aside dilutes both); stricter than tagger_below, since a content word left out is lost to "
+        "retrieval where one not named is only not named (0: searched as asked).",
+    )
+    searched_at_least: int = Field(
+        2,
+        ge=1,
+        le=20,
+        description='...and only when at least this many of its words are: one framing verb ("Which paper '
+        "proposes ...\") is the plain question's form, which the evidence was fitted on; an aside is several.",
+    )
+
+    aside: AsideWeights = Field(default_factory=AsideWeights, description="Which constraints are asides.")
+
+    def logit(self, salience: float, common: float, match: float, least: float) -> float:
+        """The log-odds that the question rests on a missing constraint with these measures: what the
+        verdict and eval/framing.py's simulation of it both read."""
+        return self.bias + self.salience * salience + self.common * common + self.match * match + self.least * least
+
+
+class FramingTagger(BaseModel):
+    """P(a word of a question is content, not framing) = sigmoid(bias + vector . its vector in context + zipf *
+    its Zipf frequency / 7): a logistic regression over one layer of the English encoder (the mean of the
+    word's pieces) and wordfreq, fitted by `python -m eval.tagger` on the dev-side questions whose writers
+    listed their constraints and framing words. Read only with the encoder it was fitted on."""
+
+    encoder: str = Field(description="The English encoder (RAG_EMBEDDING_MODEL) whose vectors it reads.")
+    layer: int | None = Field(
+        None, ge=1, description="The encoder's layer it reads (None: the last); eval/tagger.py says why that one."
+    )
+    bias: float
+    zipf: float = Field(description="Per Zipf unit / 7 of the word (wordfreq, English).")
+    vector: list[float] = Field(description="Per component of the word's unit vector in context.")
+    fit: dict[str, Any] = Field(default_factory=dict, description="When and on what it was fitted, how it did.")
+
+    def content(self, vectors: np.ndarray, zipfs: np.ndarray) -> np.ndarray:
+        """P(content) for each row of `vectors` (a word's unit vector in context) and its Zipf frequency."""
+        logit = self.bias + vectors @ np.asarray(self.vector, dtype=np.float32) + self.zipf * zipfs / 7
+        return 1.0 / (1.0 + np.exp(-logit))
+
+
+@cache
+def framing_tagger() -> FramingTagger | None:
+    """The fitted framing tagger (rag/common/framing_tagger.json), read once; None before one is fitted."""
+    if not FRAMING_TAGGER.is_file():
+        return None
+    return FramingTagger.model_validate_json(FRAMING_TAGGER.read_text(encoding="utf-8"))
