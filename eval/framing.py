@@ -269,10 +269,11 @@ def main() -> None:
     print(f"the verdict agrees with the simulation on {len(records) - len(differ)} of {len(records)} questions")
     for split, qid, simulation, verdict in differ[:20]:
         print(f"  {split} {qid}: simulated {simulation}, verdict {verdict}")
-    if args.write:  # the framing tagger's fields (eval/tagger.py) as they were
+    if args.write:  # the fields it does not fit (the tagger's, the search's, the asides') as they were
         current = settings.judging.evidence.framing
-        kept = ("tagger_below", "searched_below", "searched_at_least", "aside")
-        tagged = framing.model_copy(update={field: getattr(current, field) for field in kept})
+        fitted_here = {"bias", *FEATURES, "block_above", "decisive_above"}
+        kept = {field: getattr(current, field) for field in FramingWeights.model_fields if field not in fitted_here}
+        tagged = framing.model_copy(update=kept)
         evidence = settings.judging.evidence.model_copy(update={"framing": tagged})
         record = fit_record(
             [*SPLITS, "dev leave-one-out"],

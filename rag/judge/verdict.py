@@ -33,7 +33,7 @@ from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, eithe
 from rag.judge.constraints import check as check_constraints
 from rag.judge.evidence import Evidence, EvidenceModel, Missing, sigmoid
 from rag.query.analysis import Ask
-from rag.query.framing import aside_words, framing_words, tagged_framing
+from rag.query.framing import aside_words, framed_below, framing_words, tagged
 from rag.retrieve.retrieval import Hit, Retrieval
 
 Confidence = Literal["high", "low", "none"]
@@ -64,8 +64,10 @@ class Judge:
         # is missing; the last `token_cache_papers` papers read are kept.
         self._reader = cast(ReadsTokens, index.embedder)  # either English encoder (rag/index/embedding.py)
         self._pieces = lru_cache(maxsize=settings.judging.token_cache_papers)(self._read_pieces)
-        # A question's pieces in context, read once for its analysis (`framed`) and its constraints.
+        # A question's pieces in context, read once for its analysis (`framed`) and its constraints,
+        # and its words as the framing tagger reads them, once for every threshold and the asides.
         self._question = lru_cache(maxsize=64)(self._read_question)
+        self._tagged = lru_cache(maxsize=64)(self._tag_question)
         # The framing tagger reads the vectors of the encoder it was fitted on, no other's.
         model = framing_tagger()
         self.tagger: FramingTagger | None = model
@@ -172,13 +174,13 @@ class Judge:
         )
 
     def framed(self, question: str, below: float | None = None) -> frozenset[str]:
-        """The words of an English question the framing tagger reads as framing (`tagged_framing`)
+        """The words of an English question the framing tagger reads as framing (`framed_below`)
         under `below` (by default `tagger_below`), less those of what the analysis reads it as
         asking for (where the code is: "the code"); none with the tagger off."""
         below = self.settings.judging.evidence.framing.tagger_below if below is None else below
         if self.tagger is None or below <= 0:
             return frozenset()
-        words = tagged_framing(question, self._question(question), self.tagger, below)
+        words = framed_below(self._tagged(question), below)
         return words - {w.lower() for m in ASKS_FOR_CODE.finditer(question) for w in m.group(0).split()}
 
     def asides(self, question: str, constraints: Sequence[str]) -> frozenset[str]:
@@ -187,11 +189,14 @@ class Judge:
         aside = self.settings.judging.evidence.framing.aside
         if self.tagger is None or aside.below <= 0 or not constraints:
             return frozenset()
-        return aside_words(question, constraints, self._question(question), self.tagger, aside)
+        return aside_words(question, constraints, self._tagged(question), aside)
 
     def _read_question(self, question: str) -> TokenVectors:
         """One read gives what the tagger reads (its layer) and the last layer."""
         return self._reader.tokens([question], self.tagger.layer if self.tagger is not None else None)[0]
+
+    def _tag_question(self, question: str) -> list[tuple[str, tuple[int, int], float]]:
+        return tagged(question, self._question(question), cast(FramingTagger, self.tagger))
 
     def _read_pieces(self, paper_id: str) -> np.ndarray:
         return content_pieces(self._reader.tokens(self.index.sentences_of([paper_id])[paper_id].texts))

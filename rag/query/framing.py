@@ -157,8 +157,13 @@ def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: f
     """The words of `text` the framing tagger reads as framing (P(content) under `below`) wherever
     the question uses them: learned from what writers of questions marked, it reaches casual
     requests no rule lists ("the lowdown on", "what's the hook")."""
+    return framed_below(tagged(text, read, model), below)
+
+
+def framed_below(words: list[tuple[str, tuple[int, int], float]], below: float) -> frozenset[str]:
+    """`tagged_framing` of words already tagged (`tagged`): one reading serves every threshold."""
     uses: defaultdict[str, list[float]] = defaultdict(list)
-    for word, _, p in tagged(text, read, model):
+    for word, _, p in words:
         uses[word].append(p)
     return frozenset(word for word, ps in uses.items() if max(ps) < below)
 
@@ -205,11 +210,12 @@ def aside_measures(
 
 
 def aside_words(
-    text: str, phrases: Sequence[str], read: TokenVectors, model: FramingTagger, weights: AsideWeights
+    text: str, phrases: Sequence[str], words: list[tuple[str, tuple[int, int], float]], weights: AsideWeights
 ) -> frozenset[str]:
-    """The words of the phrases `weights` reads as the asker's aside (P(content) under its `below`):
-    "pathology core lab, budget season again." beside the request, which the papers never hold."""
-    measures = aside_measures(text, phrases, tagged(text, read, model))
+    """The words of the phrases `weights` reads as the asker's aside (P(content) under its `below`),
+    given the question's words as tagged (`tagged`): "pathology core lab, budget season again."
+    beside the request, which the papers never hold."""
+    measures = aside_measures(text, phrases, words)
     return frozenset(
         word.lower()
         for phrase, measured in measures.items()
