@@ -90,6 +90,10 @@ def test_a_figure_the_papers_do_not_give_is_another_scale():
     assert other.missing == ("70B",) and other.other and not other.found(0.0)
     (part,) = check(["llama-70b checkpoints"], "On llama-70b checkpoints?", ["p4"], words, sentences, embed)
     assert part.missing == ("llama-70b", "checkpoints") and part.other  # the figure a part of a hyphenated word
+    (unit,) = check(["million parameters"], "With over 1 million parameters?", ["p4"], words, sentences, embed)
+    assert unit.missing == ("million",) and unit.other  # the unit written after a figure: "1 million" as "1M"
+    (prose,) = check(["million parameters"], "With a million parameters?", ["p4"], words, sentences, embed)
+    assert prose.missing == ("million",) and not prose.other  # no figure: other words, matched softly
 
 
 def test_another_word_after_a_hyphenated_modifier_the_papers_hold_is_another_thing():

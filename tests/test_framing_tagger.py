@@ -11,6 +11,7 @@ import pytest
 
 from rag.common.framing_weights import FramingTagger, framing_tagger
 from rag.query.framing import tagged_framing, words_in_context
+from rag.query.words import acronyms
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +125,23 @@ def test_what_the_question_asks_for_is_never_framed(assistant, tagged):
     assert "code" in tagged(question)  # read alone, the tagger takes it for framing
     answer = assistant.ask(question)
     assert answer.confidence == "low" and answer.missing == "code", answer.missing
+
+
+def test_a_word_written_as_a_name_is_never_framed(loaded_index, settings, tagged):
+    """The tagger reads words lowercased: "ODDS", a benchmark's name, reads as "odds", framing.
+    Written in capitals it is a name the papers must hold: content."""
+    from rag.query.framing import tagged as tag
+
+    model, below = framing_tagger(), settings.judging.evidence.framing.tagger_below
+    question = "on the ODDS benchmark, how big was the gain of the anomaly detector?"
+
+    def read(text):
+        return dict((word, p) for word, _, p in tag(text, loaded_index.embedder.tokens([text], model.layer)[0], model))
+
+    assert read(question.lower())["odds"] < below  # as a word, "odds" frames a question
+    assert read(question)["odds"] == 1.0 and "odds" not in tagged(question)
+    assert read(question)["anomaly"] == read(question.lower())["anomaly"]  # nothing else moves
+    assert acronyms("ODDS, GPT4 and LaBraM beat the Odds and odds-on bets") == {"odds", "gpt4", "labram"}
 
 
 def test_an_aside_about_the_asker_does_not_hide_the_papers_that_answer(assistant):

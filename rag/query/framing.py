@@ -17,7 +17,7 @@ from wordfreq import zipf_frequency
 from rag.common.framing_weights import AsideWeights, FramingTagger
 from rag.common.text import STOPWORDS, tagger
 from rag.index.tokens import TokenVectors
-from rag.query.words import question_phrases
+from rag.query.words import acronyms, question_phrases
 
 # The parts of speech that say what a question is about (spaCy's universal tags), less the
 # comparatives and superlatives ("earlier", "larger"), which relate it to the asker's point of view.
@@ -145,12 +145,17 @@ def zipfs(words: list[str]) -> np.ndarray:
 
 def tagged(text: str, read: TokenVectors, model: FramingTagger) -> list[tuple[str, tuple[int, int], float]]:
     """Each word of `text` but its stop words, its span, and the framing tagger's P(content) for
-    it as the question uses it. `read` holds the layer the tagger reads."""
+    it as the question uses it. `read` holds the layer the tagger reads. A word written as a name
+    ("the ODDS benchmark", "ALiBi") is content, 1.0: the tagger reads words lowercased, and takes
+    a name spelt as an English word ("odds", "alibi") for that word."""
     words = words_in_context(text, read, model.layer)
     if not words:
         return []
     content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))
-    return [(word, span, p) for (word, span, _), p in zip(words, content.tolist(), strict=True)]
+    names = acronyms(text)
+    return [
+        (word, span, 1.0 if word in names else p) for (word, span, _), p in zip(words, content.tolist(), strict=True)
+    ]
 
 
 def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: float) -> frozenset[str]:

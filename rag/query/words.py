@@ -22,7 +22,9 @@ from rag.query.language import ENGLISH, language_of
 
 # Name-like words: an inner capital (nuScenes), a digit (QM9), two capitals (GRPO), or a
 # capital letter not at the start of the question (a proper name).
-_NAME_LIKE = re.compile(r"[A-Za-z]*[a-z][A-Z][\w-]*|[A-Za-z]+\d[\w-]*|[A-Z]{2,}[\w-]*|[A-Z][a-z][\w-]*")
+# A word written as a name wherever it stands: inner capitals, a digit, or capitals ("LaBraM", "GPT4", "ODDS").
+_ACRONYM = re.compile(r"[A-Za-z]*[a-z][A-Z][\w-]*|[A-Za-z]+\d[\w-]*|[A-Z]{2,}[\w-]*")
+_NAME_LIKE = re.compile(rf"{_ACRONYM.pattern}|[A-Z][a-z][\w-]*")
 # A question's words, hyphenated ones whole ("reinforcement-learning"), and the punctuation between them.
 _QUESTION_TOKEN = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
 # Words that shape a question rather than name what it asks about: never "the part not found".
@@ -45,6 +47,12 @@ def name_like(question: str) -> list[str]:
     return [
         m.group(0) for m in HYPHENATED_WORD.finditer(question) if m.start() > 0 and _NAME_LIKE.fullmatch(m.group(0))
     ]
+
+
+def acronyms(question: str) -> frozenset[str]:
+    """The words a question writes as names wherever they stand ("the ODDS benchmark"), lowercased:
+    never framing, whatever an ordinary word spelt the same would be ("odds")."""
+    return frozenset(m.group(0).lower() for m in HYPHENATED_WORD.finditer(question) if _ACRONYM.fullmatch(m.group(0)))
 
 
 def question_phrases(question: str) -> list[list[str]]:
