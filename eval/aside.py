@@ -31,12 +31,11 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupKFold, cross_val_predict
 
 from eval.calibrate import tuning
-from eval.framing import papers_of
+from eval.framing import papers_of, shipped_tagger
 from eval.tagger import LABELLED
-from rag.common.framing_weights import AsideWeights, framing_tagger
+from rag.common.framing_weights import AsideWeights
 from rag.common.settings import Settings
 from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
-from rag.index.stores import load_index
 from rag.query.analysis import analyse
 from rag.query.framing import aside_measures, tagged
 
@@ -51,10 +50,7 @@ def examples(settings: Settings, splits: tuple[str, ...]) -> list[dict]:
     """Each labelled constraint of the splits' questions, with its measures and its paper."""
     if set(splits) & set(LABELLED):
         raise SystemExit(f"the framing tagger learned from {', '.join(LABELLED)}: its reading of them is no test")
-    model = framing_tagger()
-    if model is None:
-        raise SystemExit("no framing tagger (python -m eval.tagger --write first)")
-    index = load_index(settings)
+    model, index = shipped_tagger(settings)
     reader = index.embedder  # the English encoder the judge reads questions with
     rows = []
     for split in splits:

@@ -38,7 +38,7 @@ from sklearn.model_selection import GroupKFold
 
 from eval.calibrate import asked, tuning
 from rag.assistant import Assistant
-from rag.common.framing_weights import FramingTagger, FramingWeights
+from rag.common.framing_weights import FramingTagger, FramingWeights, framing_tagger
 from rag.common.settings import Settings, load_settings
 from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
 from rag.evaluation.runs import leave_one_out
@@ -63,6 +63,15 @@ OFF_CORPUS_SLACK = 0.005
 FEATURES = ("salience", "common", "match", "least")
 # Measures every missing constraint and frames none: the features, not a decision.
 MEASURE = FramingWeights(bias=0.0, salience=0.0, common=0.0, match=0.0, least=0.0, block_above=1e-9)
+
+
+def shipped_tagger(settings: Settings):
+    """The shipped framing tagger and the index whose English encoder it reads (`index.embedder`,
+    the judge's reader), for what is fitted on its reading."""
+    model = framing_tagger()
+    if model is None:
+        raise SystemExit("no framing tagger (python -m eval.tagger --write first)")
+    return model, load_index(settings)
 
 
 def papers_of(questions: list[dict]) -> dict[str, str]:

@@ -200,7 +200,8 @@ class Assistant:
             named = list(self.retriever.papers.values())
         # A follow-up's subject is the paper of the conversation ("How does its approach differ from X's?").
         borrowed = self.retriever.named(query) if query != said.text else []
-        ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()), query)
+        several = not said.foreign and not said.several and self.judge.several(said.text)
+        ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()), query, several)
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:
             holding = self.retriever.containing(

@@ -52,10 +52,55 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
     from rag.retrieve.retrieval import Retriever
 
     vocabulary = Retriever(loaded_index, settings).vocabulary
-    assert Judge(loaded_index, vocabulary, settings).tagger is not None
+    judge = Judge(loaded_index, vocabulary, settings)
+    assert judge.tagger is not None and judge.several_model is not None
     indexing = settings.indexing.model_copy(update={"embedding_model": "another-encoder"})
-    assert Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing})).tagger is None
+    other = Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing}))
+    assert other.tagger is None and other.several_model is None  # the several model reads the tagger's layer
     assert "not another-encoder: not used" in caplog.text
+    assert "the several model does not read this encoder's framing tagger layer" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def listing(loaded_index, settings):
+    """An assistant with the several model on (`several_above` 0.7; off by default)."""
+    from rag.assistant import Assistant
+
+    framing = settings.judging.evidence.framing.model_copy(update={"several_above": 0.7})
+    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
+    return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+
+
+def test_a_casual_request_for_a_list_is_answered_as_one(listing, assistant):
+    """The several model (rag/common/several.json) reads requests for every paper that qualifies
+    that the rule ("Which papers ...?") does not: each such paper is cited. A question about one
+    paper stays one."""
+    from rag.common.text import asks_for_several
+    from rag.query.analysis import read
+
+    question = "every abstract here on protein design, please"
+    assert not asks_for_several(question) and not read(question).several
+    assert listing.judge.several(question) and not assistant.judge.several(question)  # off by default
+    ask = listing.analyse(question, question)
+    assert ask.several and ask.intent == "list" and ask.said.several
+    answer = listing.ask(question)
+    assert len({c.paper_id for c in answer.citations}) >= 3, [c.name for c in answer.citations]
+    for single in ("What speedup does Jacobi Forcing report?", "how does the KV eviction one pick what to drop?"):
+        assert not listing.judge.several(single) and not listing.analyse(single, single).several
+    # A question that names its paper or asks for one is about one, whatever the model reads.
+    for one in ("Summarize the Spiral RoPE paper, all of it.", "Which paper rounds up protein work?"):
+        assert listing.judge.several(one) and not listing.analyse(one, one).several, one
+
+
+def test_the_several_model_learns_lists_and_summaries_of_several_papers():
+    """eval/several.py's labels: a list, or a summary of more than one paper, asks for several; a
+    summary of one paper, or any other intent, does not; a question without an intent is left out."""
+    from eval.several import label
+
+    assert label({"intent": "list", "gold": ["a"]}) == 1
+    assert label({"intent": "summary", "gold": ["a", "b"]}) == 1
+    assert label({"intent": "summary", "gold": ["a"]}) == 0 and label({"intent": "how-it-works", "gold": []}) == 0
+    assert label({"gold": ["a", "b"]}) is None
 
 
 def test_the_exported_encoder_gives_the_layer_the_tagger_reads_as_the_model_does(loaded_index, settings):

@@ -1,7 +1,8 @@
 """What decides a question's framing, apart from the evidence weights that hold them
 (rag/common/weights.py): the framing tagger over words read in context (its own file,
 framing_tagger.json, `python -m eval.tagger`), which missing constraints the question rests on
-(`python -m eval.framing`) and which are the asker's aside (`python -m eval.aside`)."""
+(`python -m eval.framing`) and which are the asker's aside (`python -m eval.aside`); and whether it
+asks for every paper that qualifies (several.json, `python -m eval.several`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 FRAMING_TAGGER = Path(__file__).with_name("framing_tagger.json")
+SEVERAL_MODEL = Path(__file__).with_name("several.json")
 
 
 class AsideWeights(BaseModel):
@@ -114,6 +116,14 @@ class FramingWeights(BaseModel):
         "proposes ...\") is the plain question's form, which the evidence was fitted on; an aside is several.",
     )
 
+    several_above: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="An English question the several model (rag/common/several.json) reads as asking for every "
+        'paper that qualifies with a probability from this is a list, as "Which papers ...?" is (0: off).',
+    )
+
     aside: AsideWeights = Field(default_factory=AsideWeights, description="Which constraints are asides.")
 
     def logit(self, salience: float, common: float, match: float, least: float) -> float:
@@ -149,3 +159,38 @@ def framing_tagger() -> FramingTagger | None:
     if not FRAMING_TAGGER.is_file():
         return None
     return FramingTagger.model_validate_json(FRAMING_TAGGER.read_text(encoding="utf-8"))
+
+
+class SeveralModel(BaseModel):
+    """P(a question asks for every paper that qualifies) = sigmoid(bias + vector . the question's vector
+    (`question_vector`)): a logistic regression fitted by `python -m eval.several` on the dev-side
+    questions whose writers labelled their intent. It reaches the casual requests for a list that the
+    rule ("Which papers ...?") does not ("protein modeling work, line 'em up"). Read only with the
+    encoder and the framing tagger it was fitted with (it reads the tagger's layer)."""
+
+    encoder: str = Field(description="The English encoder (RAG_EMBEDDING_MODEL) whose vectors it reads.")
+    layer: int | None = Field(None, ge=1, description="The encoder's layer it reads: the framing tagger's.")
+    bias: float
+    vector: list[float] = Field(description="Per component of the question's vector.")
+    fit: dict[str, Any] = Field(default_factory=dict, description="When and on what it was fitted, how it did.")
+
+    def several(self, vector: np.ndarray) -> float:
+        """P(several) for a question's vector."""
+        logit = self.bias + float(vector @ np.asarray(self.vector, dtype=np.float32))
+        return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit))))
+
+
+def question_vector(pieces: np.ndarray) -> np.ndarray:
+    """A question's unit vector: the mean of its word pieces' vectors at one layer of the English encoder
+    (`TokenVectors.at`: the judge reads the framing tagger's layer anyway, no second encoding)."""
+    mean = pieces.mean(axis=0) if len(pieces) else np.zeros(pieces.shape[1], dtype=np.float32)
+    return mean / max(float(np.linalg.norm(mean)), 1e-12)
+
+
+@cache
+def several_model() -> SeveralModel | None:
+    """The fitted model of requests for several papers (rag/common/several.json), read once; None
+    before one is fitted."""
+    if not SEVERAL_MODEL.is_file():
+        return None
+    return SeveralModel.model_validate_json(SEVERAL_MODEL.read_text(encoding="utf-8"))

@@ -21,7 +21,7 @@ from typing import Literal, cast
 import numpy as np
 from wordfreq import zipf_frequency
 
-from rag.common.framing_weights import FramingTagger, framing_tagger
+from rag.common.framing_weights import FramingTagger, SeveralModel, framing_tagger, question_vector, several_model
 from rag.common.settings import Settings
 from rag.common.text import ASKS_FOR_CODE, stems
 from rag.common.weights import EvidenceWeights
@@ -86,6 +86,13 @@ class Judge:
                 REBUILD_HINT,
             )
             self.tagger = None
+        # The several model reads the layer the tagger reads, of the encoder both were fitted on.
+        several, tagger = several_model(), self.tagger
+        reads = (tagger.encoder, tagger.layer) if tagger is not None else None
+        fits = several is not None and (several.encoder, several.layer) == reads
+        self.several_model: SeveralModel | None = several if fits else None
+        if several is not None and not fits:
+            log.warning("the several model does not read this encoder's framing tagger layer: not used")
         zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
 
     def _reads(self, layer: int) -> bool:
@@ -182,6 +189,15 @@ class Judge:
             return frozenset()
         words = framed_below(self._tagged(question), below)
         return words - {w.lower() for m in ASKS_FOR_CODE.finditer(question) for w in m.group(0).split()}
+
+    def several(self, question: str) -> bool:
+        """An English question the several model reads as asking for every paper that qualifies
+        (`SeveralModel`, from `several_above`); never with it off."""
+        above = self.settings.judging.evidence.framing.several_above
+        model = self.several_model
+        if model is None or above <= 0:
+            return False
+        return model.several(question_vector(self._question(question).at(model.layer))) >= above
 
     def asides(self, question: str, constraints: Sequence[str]) -> frozenset[str]:
         """The words of the constraints the aside model reads as the asker's aside (`aside_words`);

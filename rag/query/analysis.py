@@ -452,14 +452,14 @@ def read_query(query: str) -> Reading:
     return reading(query, intent_of(query, asks_for_several(query)))
 
 
-def analyse(question: str, named: Sequence[Paper] = (), query: str | None = None) -> Ask:
-    """`named`: the papers the question names (found by the retriever's name index), and for a
-    follow-up those of the conversation it continues; `query`: the standalone query a follow-up
-    was rewritten into (None: the question itself)."""
-    said = read(question)
-    whole = question
-    question = without_exclusions(expanded(question))
-    several = asks_for_several(question)
+def analyse(question: str, named: Sequence[Paper] = (), query: str | None = None, several: bool = False) -> Ask:
+    """`named`: the papers the question names (found by the retriever's name index), and for a follow-up
+    those of the conversation it continues; `query`: a follow-up's standalone rewrite (None: the question);
+    `several`: a model read it as asking for every paper that qualifies (the rule: "Which papers ...?"),
+    which a question naming its paper, or asking for one ("Which paper ...?", "the paper that"), does not."""
+    whole, said, question = question, read(question), without_exclusions(expanded(question))
+    several = asks_for_several(question) or (several and not (named or said.which or _ONE_PAPER.search(question)))
+    said = replace(said, several=True) if several else said
     # In the order the question names them: a comparison sets them side by side in that order.
     named = sorted(named, key=lambda p: question.find(p.name) % (len(question) + 1))
     topic = topic_of(question)
