@@ -99,7 +99,7 @@ def main() -> None:
             encoder=settings.indexing.embedding_model,
             layer=layer,
             bias=round(float(fit.intercept_[0]), 5),
-            vector=fit.coef_[0].round(5).tolist(),
+            vector=[round(float(v), 5) for v in fit.coef_[0]],
             fit={
                 "date": datetime.date.today().isoformat(),
                 "splits": list(splits),
