@@ -100,6 +100,7 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
             ["dev", "test", "test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10"],
         ),
         ("test12", [split for split in DATA_FILES if split != "test12"]),  # every split, dev-side ones too
+        ("test13", [split for split in DATA_FILES if split != "test13"]),
         # a tuning split written later repeats no held-out question either
         *(
             (
