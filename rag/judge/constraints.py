@@ -158,9 +158,9 @@ def check(
         """A name, a figure or the unit the question puts after one ("1 million"), or a hyphenated
         modifier of a word the papers hold, swapped: one they write with another ("one-step" where
         they write "multi-step") or never write ("multi-step" where they hold "step" but not
-        "multi"). A hyphenated word whose every part they hold, and
-        whose head they write with no other modifier, is their words put together another way
-        ("watermark-removal", "graph-Laplacian" for "state-graph Laplacian")."""
+        "multi"). A hyphenated word whose every part they hold, and whose head they write with no
+        other modifier, is their words put together another way ("watermark-removal",
+        "graph-Laplacian" for "state-graph Laplacian")."""
         parts = word.strip("-").split("-")
         if (name_like(f"x {word}") and word not in said.opening) or any(map(_QUANTITY.fullmatch, [word, *parts])):
             return True
