@@ -38,12 +38,11 @@ from sklearn.model_selection import GroupKFold
 
 from eval.calibrate import asked, tuning
 from rag.assistant import Assistant
-from rag.common.framing_weights import FramingTagger, FramingWeights, framing_tagger
+from rag.common.framing_weights import FramingTagger, FramingWeights, framing_tagger, sigmoid
 from rag.common.settings import Settings, load_settings
 from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
 from rag.evaluation.runs import leave_one_out
 from rag.index.stores import load_index
-from rag.judge.evidence import sigmoid
 
 SPLITS = (
     "dev",

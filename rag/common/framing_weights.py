@@ -19,6 +19,12 @@ FRAMING_TAGGER = Path(__file__).with_name("framing_tagger.json")
 SEVERAL_MODEL = Path(__file__).with_name("several.json")
 
 
+def sigmoid(x: float) -> float:
+    """The logistic function, its argument clamped so that exp never overflows: every fitted
+    logistic model of the project (these, and the evidence's) reads its probability through it."""
+    return 1 / (1 + math.exp(-max(-30.0, min(30.0, x))))
+
+
 class AsideWeights(BaseModel):
     """Whether a constraint is the asker's aside ("pathology core lab", "filling a spreadsheet"), not
     what the request needs: P(content) = sigmoid(bias + personal * its clause speaks of the asker ("my",
@@ -53,7 +59,7 @@ class AsideWeights(BaseModel):
             + self.inside * inside
             + self.clause_words * clause_words / 10
         )
-        return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit))))
+        return sigmoid(logit)
 
 
 class FramingWeights(BaseModel):
@@ -177,7 +183,7 @@ class SeveralModel(BaseModel):
     def several(self, vector: np.ndarray) -> float:
         """P(several) for a question's vector."""
         logit = self.bias + float(vector @ np.asarray(self.vector, dtype=np.float32))
-        return 1 / (1 + math.exp(-max(-30.0, min(30.0, logit))))
+        return sigmoid(logit)
 
 
 def question_vector(pieces: np.ndarray) -> np.ndarray:

@@ -24,10 +24,10 @@ Hand-written because no library scores answerability from retrieval evidence.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from rag.common.framing_weights import sigmoid
 from rag.common.weights import EvidenceSettings
 from rag.index.corpus import mentions
 from rag.index.vocabulary import Vocabulary
@@ -60,10 +60,6 @@ class Evidence:
 
 
 FEATURES = ("dense", "sentence", "coverage", "margin", "unknown_name", "elsewhere")
-
-
-def sigmoid(x: float) -> float:
-    return 1 / (1 + math.exp(-max(-30.0, min(30.0, x))))
 
 
 def several_features(evidence: list[Evidence]) -> list[list[float]]:

@@ -21,7 +21,14 @@ from typing import Literal, cast
 import numpy as np
 from wordfreq import zipf_frequency
 
-from rag.common.framing_weights import FramingTagger, SeveralModel, framing_tagger, question_vector, several_model
+from rag.common.framing_weights import (
+    FramingTagger,
+    SeveralModel,
+    framing_tagger,
+    question_vector,
+    several_model,
+    sigmoid,
+)
 from rag.common.settings import Settings
 from rag.common.text import ASKS_FOR_CODE, stems
 from rag.common.weights import EvidenceWeights
@@ -31,7 +38,7 @@ from rag.index.tokens import ReadsTokens, TokenVectors
 from rag.index.vocabulary import Vocabulary
 from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, either, heaviest_unfound, held_share
 from rag.judge.constraints import check as check_constraints
-from rag.judge.evidence import Evidence, EvidenceModel, Missing, sigmoid
+from rag.judge.evidence import Evidence, EvidenceModel, Missing
 from rag.query.analysis import Ask
 from rag.query.framing import aside_words, framed_below, framing_words, tagged
 from rag.retrieve.retrieval import Hit, Retrieval
