@@ -27,7 +27,7 @@ from rag.common.text import is_cjk
 from rag.index.stores.base import SearchIndex
 from rag.judge.verdict import Confidence, Judge
 from rag.query.analysis import Ask, analyse, read, without_framing
-from rag.query.words import Reading
+from rag.query.words import Reading, names_one
 from rag.retrieve.retrieval import Hit, Retrieval, Retriever, by_any
 
 
@@ -200,7 +200,13 @@ class Assistant:
             named = list(self.retriever.papers.values())
         # A follow-up's subject is the paper of the conversation ("How does its approach differ from X's?").
         borrowed = self.retriever.named(query) if query != said.text else []
-        several = not said.foreign and not said.several and self.judge.several(said.text)
+        # Read as a list by the model of the question, unless it picks out one thing ("which ... dataset").
+        several = (
+            not said.foreign
+            and not said.several
+            and self.judge.several(said.text)
+            and names_one(said.text, self.settings.judging.tagger_model) is None
+        )
         ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()), query, several)
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:

@@ -90,6 +90,33 @@ def test_a_casual_request_for_a_list_is_answered_as_one(listing, assistant):
     # A question that names its paper or asks for one is about one, whatever the model reads.
     for one in ("Summarize the Spiral RoPE paper, all of it.", "Which paper rounds up protein work?"):
         assert listing.judge.several(one) and not listing.analyse(one, one).several, one
+    # ...and so is one that picks out one thing by its modifiers, unless it asks of each of several.
+    one = "sizes and datasets of the hyperbolic clustering approach, please"
+    assert listing.judge.several(one) and not listing.analyse(one, one).several
+    several = "spiking nets — round them all up, with the trick each uses"
+    assert listing.judge.several(several) and listing.analyse(several, several).several
+
+
+def test_a_question_that_picks_out_one_thing_is_found(settings):
+    """`names_one`: a determiner, modifiers and a singular noun with nothing after it name one thing;
+    a topic, a plural, "the work on X", a pointer at the corpus or "each" do not."""
+    from rag.query.words import names_one
+
+    model = settings.judging.tagger_model
+    assert names_one("Which Lean geometry formalization dataset has a million problems?", model) == (
+        "Which Lean geometry formalization dataset"
+    )
+    assert names_one("results of the boundary-condition neural-operator work?", model) == (
+        "the boundary-condition neural-operator work"
+    )
+    for several in (
+        "protein modeling work — line 'em up",
+        "which clustering papers use hyperbolic space?",
+        "the work on KV cache eviction, all of it",
+        "anything in this pile on RoPE?",
+        "the fairness notion each clustering method uses",
+    ):
+        assert names_one(several, model) is None, several
 
 
 def test_the_several_model_learns_lists_and_summaries_of_several_papers():

@@ -17,6 +17,7 @@ from rag.common.text import (
     asks_for_several,
     content_words,
     stems,
+    tagger,
 )
 from rag.query.language import ENGLISH, language_of
 
@@ -183,3 +184,30 @@ def reading(text: str, intent: str) -> Reading:
         bare=frozenset(word.lower() for word in _ONLY.findall(text)),
         opening=opening_words(text),
     )
+
+
+# Determiners that pick out one thing ("which Lean geometry dataset", "the boundary-condition work").
+_ONE_OF = frozenset({"which", "what", "the", "that", "this"})
+
+
+def names_one(question: str, model: str) -> str | None:
+    """The phrase by which a question picks out one thing (spaCy's parse, `model`): a determiner
+    of `_ONE_OF`, then modifiers, then a singular noun with no prepositional phrase after it
+    ("Which Lean geometry formalization dataset has ...?", "datasets built by the boundary-condition
+    neural-operator work"); None when it has none, or says "each" (it asks of several things). A
+    request for a list points at its papers in the plural or by their topic ("the work on X",
+    "this pile"), so a question that names one thing is not read as one by a model of the question."""
+    doc = tagger(model)(question)
+    if any(token.lower_ == "each" for token in doc):
+        return None
+    for token in doc:
+        head = token.head
+        if (
+            token.lower_ in _ONE_OF
+            and token.dep_ == "det"
+            and head.tag_ == "NN"
+            and any(child.dep_ in ("compound", "amod", "nmod") for child in head.lefts)
+            and not any(child.dep_ == "prep" for child in head.rights)
+        ):
+            return doc[token.i : head.i + 1].text
+    return None
