@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from pathlib import Path
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -36,6 +37,7 @@ from eval.framing import papers_of, shipped_tagger
 from rag.common.framing_weights import SEVERAL_MODEL, SeveralModel, question_vector
 from rag.common.settings import Settings
 from rag.common.text import asks_for_several
+from rag.query.analysis import read
 
 SPLITS = ("dev", "dev_contrast", "dev_casual", "dev_casual2", "dev_casual4", "dev_overview", "dev_summaries")
 THRESHOLDS = (0.3, 0.5, 0.7, 0.8, 0.9)
@@ -52,7 +54,10 @@ def label(question: dict) -> int | None:
     return int(intent == "list" or (intent == "summary" and len(question.get("gold") or []) > 1))
 
 
-def examples(settings: Settings, splits: tuple[str, ...]) -> tuple[list[dict], int | None]:
+def labelled(settings: Settings, splits: tuple[str, ...], english: bool = False) -> tuple[list[dict], int | None]:
+    """Every question of the splits whose writer gave its intent (`english`: English ones only), none
+    asked in a conversation: the question, its paper, and its vector at the framing tagger's layer of
+    the English encoder (what the judge reads); and that layer."""
     tagger, index = shipped_tagger(settings)  # this reads the tagger's layer
     reader = index.embedder
     rows = []
@@ -60,25 +65,32 @@ def examples(settings: Settings, splits: tuple[str, ...]) -> tuple[list[dict], i
         questions = [q for q in tuning(split, index.corpus) if label(q) is not None and not q.get("history")]
         paper = papers_of(questions)
         for q in questions:
-            text = q["question"]
-            vector = question_vector(reader.tokens([text], tagger.layer)[0].at(tagger.layer))
-            rows.append({"paper": paper[q["id"]], "y": label(q), "x": vector, "rule": asks_for_several(text)})
+            if english and read(q["question"]).foreign:
+                continue
+            vector = question_vector(reader.tokens([q["question"]], tagger.layer)[0].at(tagger.layer))
+            rows.append({"q": q, "paper": paper[q["id"]], "x": vector})
     return rows, tagger.layer
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Fit whether a question asks for several papers, on the dev side.")
+def arguments(description: str, model: Path) -> tuple[Settings, tuple[str, ...], bool]:
+    """The settings, the dev-side splits (--splits) and whether to write `model` (--write) of a model
+    of the question fitted here; never dev_casual3, where the verdict measures it."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--splits", default=",".join(SPLITS), help="dev-side splits with writers' intents")
-    parser.add_argument("--write", action="store_true", help=f"write {SEVERAL_MODEL.name}")
+    parser.add_argument("--write", action="store_true", help=f"write {model.name}")
     args = parser.parse_args()
-    settings = Settings(generator="extractive")
     splits = tuple(args.splits.split(","))
     if "dev_casual3" in splits:
         raise SystemExit("dev_casual3 is where the verdict measures it: leave it out")
-    rows, layer = examples(settings, splits)
+    return Settings(generator="extractive"), splits, args.write
+
+
+def main() -> None:
+    settings, splits, write = arguments("Fit whether a question asks for several papers, on dev.", SEVERAL_MODEL)
+    rows, layer = labelled(settings, splits)
     x = np.vstack([r["x"] for r in rows])
-    y = np.array([r["y"] for r in rows])
-    rule = np.array([r["rule"] for r in rows])
+    y = np.array([label(r["q"]) for r in rows])
+    rule = np.array([asks_for_several(r["q"]["question"]) for r in rows])
     fit = LogisticRegression(C=C, class_weight="balanced", max_iter=3000)
     predicted = cross_val_predict(
         fit, x, y, cv=GroupKFold(5), groups=[r["paper"] for r in rows], method="predict_proba"
@@ -94,7 +106,7 @@ def main() -> None:
             f"  above {above}: of {int(missed.sum())} lists the rule misses caught {caught[missed].mean():.3f}; "
             f"others taken for lists {int((caught & others).sum())} of {int(others.sum())}"
         )
-    if args.write:
+    if write:
         model = SeveralModel(
             encoder=settings.indexing.embedding_model,
             layer=layer,

@@ -208,6 +208,9 @@ class Assistant:
             and names_one(said.text, self.settings.judging.tagger_model) is None
         )
         ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()), query, several)
+        if ask.intent == "other" and not said.foreign and (intent := self.judge.intent(said.text)):
+            # No rule reads what it asks ("the fix that keeps uncertainty alive, rough sketch?"); the model does.
+            ask = replace(ask, intent=intent)
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:
             holding = self.retriever.containing(

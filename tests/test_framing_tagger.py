@@ -53,12 +53,14 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
 
     vocabulary = Retriever(loaded_index, settings).vocabulary
     judge = Judge(loaded_index, vocabulary, settings)
-    assert judge.tagger is not None and judge.several_model is not None
+    assert judge.tagger is not None and judge.several_model is not None and judge.intent_model is not None
     indexing = settings.indexing.model_copy(update={"embedding_model": "another-encoder"})
     other = Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing}))
-    assert other.tagger is None and other.several_model is None  # the several model reads the tagger's layer
+    # The models of the question read the tagger's layer.
+    assert other.tagger is None and other.several_model is None and other.intent_model is None
     assert "not another-encoder: not used" in caplog.text
     assert "the several model does not read this encoder's framing tagger layer" in caplog.text
+    assert "the intent model does not read this encoder's framing tagger layer" in caplog.text
 
 
 @pytest.fixture(scope="module")
@@ -269,3 +271,31 @@ def test_the_askers_aside_is_never_named_and_dilutes_no_swapped_term(assistant, 
     assert answer.confidence == "high" and {"LSGQuant"} <= {c.name for c in answer.citations}
     swapped = assistant.ask(question.replace("?", " for speech recognition?"))
     assert swapped.confidence != "high" and "speech" in (swapped.missing or ""), swapped.missing
+
+
+def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index, settings, assistant):
+    """The intent model (rag/common/intent.json) gives an intent of one paper to an English question
+    whose form no rule reads ("other"), when likely enough; a question a rule reads keeps its intent,
+    and with the model off (`intent_above` 0) nothing changes."""
+    from rag.assistant import Assistant
+    from rag.query.analysis import ONE_PAPER_INTENTS, intent_of
+
+    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.5})  # off by default
+    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
+    reading = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+    casual = "the tokenizer trick for long patient records — params that get trained, roughly?"
+    assert intent_of(casual, several=False) == "other"
+    assert reading.judge.intent(casual) == "how-it-works" == reading.analyse(casual, casual).intent
+    # A question the several model reads as asking for several papers (this one wrongly) keeps "other":
+    # a list answered as one paper's mechanism would cite that paper alone.
+    listing = "the honeypot memory defense: walk me through the machinery, step by step"
+    assert intent_of(listing, several=False) == "other" and reading.judge.several(listing, 0.5)
+    assert reading.judge.intent(listing) is None
+    assert assistant.judge.intent(casual) is None and assistant.analyse(casual, casual).intent == "other"
+    ruled = "What speedup does Jacobi Forcing report?"
+    assert reading.analyse(ruled, ruled).intent == intent_of(ruled, several=False) == "result"
+    model = reading.judge.intent_model
+    assert model is not None and set(ONE_PAPER_INTENTS) <= set(model.intents)
+    vector = np.ones(len(model.weights[0]), dtype=np.float32) / np.sqrt(len(model.weights[0]))
+    intent, probability = model.likeliest(vector)
+    assert intent in model.intents and 0 < probability <= 1

@@ -2,7 +2,8 @@
 (rag/common/weights.py): the framing tagger over words read in context (its own file,
 framing_tagger.json, `python -m eval.tagger`), which missing constraints the question rests on
 (`python -m eval.framing`) and which are the asker's aside (`python -m eval.aside`); and whether it
-asks for every paper that qualifies (several.json, `python -m eval.several`)."""
+asks for every paper that qualifies (several.json, `python -m eval.several`) and what kind of answer
+it asks for where no rule reads one (intent.json, `python -m eval.intent`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 
 FRAMING_TAGGER = Path(__file__).with_name("framing_tagger.json")
 SEVERAL_MODEL = Path(__file__).with_name("several.json")
+INTENT_MODEL = Path(__file__).with_name("intent.json")
 
 
 def sigmoid(x: float) -> float:
@@ -130,6 +132,24 @@ class FramingWeights(BaseModel):
         'paper that qualifies with a probability from this is a list, as "Which papers ...?" is (0: off).',
     )
 
+    intent_above: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="An English question whose form no rule reads as an intent ('other') takes the intent "
+        "model's (rag/common/intent.json) likeliest intent of one paper when its probability is from this "
+        "(0: off): 'how does the fix keep uncertainty alive?' is answered as how it works.",
+    )
+
+    intent_unless_several: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="...unless the several model reads it as asking for several papers with a probability from "
+        "this (its own decision boundary: fitted with the classes weighed alike): a request for a list "
+        "answered as one paper's mechanism cites one paper.",
+    )
+
     aside: AsideWeights = Field(default_factory=AsideWeights, description="Which constraints are asides.")
 
     def logit(self, salience: float, common: float, match: float, least: float) -> float:
@@ -200,3 +220,33 @@ def several_model() -> SeveralModel | None:
     if not SEVERAL_MODEL.is_file():
         return None
     return SeveralModel.model_validate_json(SEVERAL_MODEL.read_text(encoding="utf-8"))
+
+
+class IntentModel(BaseModel):
+    """P(each intent | a question) = softmax(bias + weights . the question's vector (`question_vector`)):
+    a multinomial logistic regression fitted by `python -m eval.intent` on the dev-side questions whose
+    writers labelled their intent. It reads the kind of answer a casual question asks for where the
+    rules of `intent_of` read none ("whats the fix", "params pls"). Read only with the encoder it
+    was fitted on, at its layer."""
+
+    encoder: str = Field(description="The English encoder (RAG_EMBEDDING_MODEL) whose vectors it reads.")
+    layer: int | None = Field(None, ge=1, description="The encoder's layer it reads (None: the last).")
+    intents: list[str] = Field(min_length=2, description="The classes, in the order of bias and weights.")
+    bias: list[float]
+    weights: list[list[float]] = Field(description="Per intent, per component of the question's vector.")
+    fit: dict[str, Any] = Field(default_factory=dict, description="When and on what it was fitted, how it did.")
+
+    def likeliest(self, vector: np.ndarray) -> tuple[str, float]:
+        """The likeliest intent for a question's vector, and its probability."""
+        logits = np.asarray(self.bias) + np.asarray(self.weights, dtype=np.float32) @ vector
+        shares = np.exp(logits - logits.max())
+        best = int(np.argmax(shares))
+        return self.intents[best], float(shares[best] / shares.sum())
+
+
+@cache
+def intent_model() -> IntentModel | None:
+    """The fitted intent model (rag/common/intent.json), read once; None before one is fitted."""
+    if not INTENT_MODEL.is_file():
+        return None
+    return IntentModel.model_validate_json(INTENT_MODEL.read_text(encoding="utf-8"))

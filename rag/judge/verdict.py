@@ -23,8 +23,10 @@ from wordfreq import zipf_frequency
 
 from rag.common.framing_weights import (
     FramingTagger,
+    IntentModel,
     SeveralModel,
     framing_tagger,
+    intent_model,
     question_vector,
     several_model,
     sigmoid,
@@ -39,7 +41,7 @@ from rag.index.vocabulary import Vocabulary
 from rag.judge.constraints import ConstraintCheck, Papers, content_pieces, either, heaviest_unfound, held_share
 from rag.judge.constraints import check as check_constraints
 from rag.judge.evidence import Evidence, EvidenceModel, Missing
-from rag.query.analysis import Ask
+from rag.query.analysis import ONE_PAPER_INTENTS, Ask, Intent
 from rag.query.framing import aside_words, framed_below, framing_words, tagged
 from rag.retrieve.retrieval import Hit, Retrieval
 
@@ -93,14 +95,23 @@ class Judge:
                 REBUILD_HINT,
             )
             self.tagger = None
-        # The several model reads the layer the tagger reads, of the encoder both were fitted on.
-        several, tagger = several_model(), self.tagger
+        # The models of the question read the layer the tagger reads, of the encoder all were fitted on.
+        tagger = self.tagger
         reads = (tagger.encoder, tagger.layer) if tagger is not None else None
-        fits = several is not None and (several.encoder, several.layer) == reads
-        self.several_model: SeveralModel | None = several if fits else None
-        if several is not None and not fits:
-            log.warning("the several model does not read this encoder's framing tagger layer: not used")
+        several, intents = several_model(), intent_model()
+        self.several_model: SeveralModel | None = several if self._fits(several, reads, "several") else None
+        self.intent_model: IntentModel | None = intents if self._fits(intents, reads, "intent") else None
         zipf_frequency("paper", "en")  # wordfreq's list loads here (0.3 s), not on the first question
+
+    @staticmethod
+    def _fits(model: SeveralModel | IntentModel | None, reads: tuple[str, int | None] | None, name: str) -> bool:
+        """Whether a model of the question reads what the tagger reads (`reads`: its encoder and layer)."""
+        if model is None:
+            return False
+        if (model.encoder, model.layer) != reads:
+            log.warning("the %s model does not read this encoder's framing tagger layer: not used", name)
+            return False
+        return True
 
     def _reads(self, layer: int) -> bool:
         """The English encoder gives `layer` (an export made before the tagger read one does not)."""
@@ -197,14 +208,25 @@ class Judge:
         words = framed_below(self._tagged(question), below)
         return words - {w.lower() for m in ASKS_FOR_CODE.finditer(question) for w in m.group(0).split()}
 
-    def several(self, question: str) -> bool:
+    def several(self, question: str, above: float | None = None) -> bool:
         """An English question the several model reads as asking for every paper that qualifies
-        (`SeveralModel`, from `several_above`); never with it off."""
-        above = self.settings.judging.evidence.framing.several_above
+        (`SeveralModel`) with a probability from `above` (default `several_above`; 0: never)."""
+        above = self.settings.judging.evidence.framing.several_above if above is None else above
         model = self.several_model
         if model is None or above <= 0:
             return False
         return model.several(question_vector(self._question(question).at(model.layer))) >= above
+
+    def intent(self, question: str) -> Intent | None:
+        """The intent of one paper (`ONE_PAPER_INTENTS`) the intent model reads an English question as
+        asking for, when likely from `intent_above` and the question is not one the several model reads
+        as a request for several papers (`intent_unless_several`); None with it off."""
+        framing = self.settings.judging.evidence.framing
+        model = self.intent_model
+        if model is None or framing.intent_above <= 0 or self.several(question, framing.intent_unless_several):
+            return None
+        intent, probability = model.likeliest(question_vector(self._question(question).at(model.layer)))
+        return intent if intent in ONE_PAPER_INTENTS and probability >= framing.intent_above else None
 
     def asides(self, question: str, constraints: Sequence[str]) -> frozenset[str]:
         """The words of the constraints the aside model reads as the asker's aside (`aside_words`);

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 from rag.common.text import STOPWORDS, asks_for_several, is_cjk
 from rag.index.corpus import Paper
@@ -29,17 +29,10 @@ Intent = Literal[
     "what-is", "how-it-works", "result", "data", "comparison", "summary", "list", "limitation", "existence", "other"
 ]
 AnswerType = Literal["number", "dataset", "method", "yes/no", "text"]
-INTENTS: tuple[Intent, ...] = (
-    "what-is",
-    "how-it-works",
-    "result",
-    "data",
-    "comparison",
-    "summary",
-    "list",
-    "limitation",
-    "existence",
-    "other",
+INTENTS: tuple[Intent, ...] = get_args(Intent)
+# What one paper's answer is shaped by: what a model of the question may read where no rule does.
+ONE_PAPER_INTENTS: frozenset[Intent] = frozenset(
+    {"what-is", "how-it-works", "result", "data", "limitation", "existence"}
 )
 
 
