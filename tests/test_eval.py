@@ -101,6 +101,7 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
         ),
         ("test12", [split for split in DATA_FILES if split != "test12"]),  # every split, dev-side ones too
         ("test13", [split for split in DATA_FILES if split != "test13"]),
+        ("test14", [split for split in DATA_FILES if split != "test14"]),
         # a tuning split written later repeats no held-out question either
         *(
             (
