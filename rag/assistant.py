@@ -208,8 +208,12 @@ class Assistant:
             and names_one(said.text, self.settings.judging.tagger_model) is None
         )
         ask = analyse(question, list({p.paper_id: p for p in [*named, *borrowed]}.values()), query, several)
-        if ask.intent == "other" and not said.foreign and (intent := self.judge.intent(said.text)):
+        one_fact = len(ask.facts) <= 1
+        if ask.intent == "other" and one_fact and not said.foreign and (intent := self.judge.intent(said.text)):
             # No rule reads what it asks ("the fix that keeps uncertainty alive, rough sketch?"); the model does.
+            # Not for a question of several facts: each is answered as read alone (`Ask.parts`), and one
+            # intent for the whole would re-weigh what fills in after them ("what complexity, and what
+            # does laziness save?" read as how it works lost its figure).
             ask = replace(ask, intent=intent)
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:

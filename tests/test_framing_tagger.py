@@ -280,7 +280,7 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     from rag.assistant import Assistant
     from rag.query.analysis import ONE_PAPER_INTENTS, intent_of
 
-    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.5})  # off by default
+    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.3})  # off by default
     evidence = settings.judging.evidence.model_copy(update={"framing": framing})
     reading = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
     casual = "the tokenizer trick for long patient records — params that get trained, roughly?"
@@ -292,6 +292,10 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     assert intent_of(listing, several=False) == "other" and reading.judge.several(listing, 0.5)
     assert reading.judge.intent(listing) is None
     assert assistant.judge.intent(casual) is None and assistant.analyse(casual, casual).intent == "other"
+    # A question of two facts is answered part by part, each as read alone: no one intent for the whole.
+    two = "the tokenizer trick for long patient records — params that get trained? also, the base LLMs?"
+    ask = reading.analyse(two, two)
+    assert reading.judge.intent(two) == "how-it-works" and len(ask.facts) == 2 and ask.intent == "other"
     ruled = "What speedup does Jacobi Forcing report?"
     assert reading.analyse(ruled, ruled).intent == intent_of(ruled, several=False) == "result"
     model = reading.judge.intent_model
