@@ -1,5 +1,5 @@
 """The evaluation's scripts and data: the question splits in eval/data/ (dev and its variants to
-tune on, test2 to test12 held out), the gate's floors in eval/thresholds.toml, and the scripts that
+tune on, test2 to test14 held out), the gate's floors in eval/thresholds.toml, and the scripts that
 fit and study the answer path on dev. Run them from the repository root as modules:
 
     .venv/bin/python -m eval.calibrate   # fit the evidence weights and thresholds on dev
