@@ -75,7 +75,7 @@ ALL_TYPES = {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable",
         ("test11", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # casual framing, with twins
         ("test12", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # framing styles unlisted before
         ("test13", {"paraphrase", "fact", "multi", "unanswerable"}, 120),  # lists asked sideways, one-paper questions
-        ("test14", {"paraphrase", "multipart", "unanswerable"}, 100),  # two facts of one paper, near-miss twins
+        ("test14", {"paraphrase", "multi", "unanswerable"}, 100),  # two facts of one paper (typed multi), twins
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_least):
