@@ -77,6 +77,7 @@ class Judge:
         # and its words as the framing tagger reads them, once for every threshold and the asides.
         self._question = lru_cache(maxsize=64)(self._read_question)
         self._tagged = lru_cache(maxsize=64)(self._tag_question)
+        self._vector = lru_cache(maxsize=64)(self._question_vector)
         # The framing tagger reads the vectors of the encoder it was fitted on, no other's.
         model = framing_tagger()
         self.tagger: FramingTagger | None = model
@@ -215,7 +216,7 @@ class Judge:
         model = self.several_model
         if model is None or above <= 0:
             return False
-        return model.several(question_vector(self._question(question).at(model.layer))) >= above
+        return model.several(self._vector(question)) >= above
 
     def intent(self, question: str) -> Intent | None:
         """The intent of one paper (`ONE_PAPER_INTENTS`) the intent model reads an English question as
@@ -225,7 +226,7 @@ class Judge:
         model = self.intent_model
         if model is None or framing.intent_above <= 0 or self.several(question, framing.intent_unless_several):
             return None
-        intent, probability = model.likeliest(question_vector(self._question(question).at(model.layer)))
+        intent, probability = model.likeliest(self._vector(question))
         return intent if intent in ONE_PAPER_INTENTS and probability >= framing.intent_above else None
 
     def asides(self, question: str, constraints: Sequence[str]) -> frozenset[str]:
@@ -239,6 +240,11 @@ class Judge:
     def _read_question(self, question: str) -> TokenVectors:
         """One read gives what the tagger reads (its layer) and the last layer."""
         return self._reader.tokens([question], self.tagger.layer if self.tagger is not None else None)[0]
+
+    def _question_vector(self, question: str) -> np.ndarray:
+        """The question's vector at the tagger's layer, which both models of the question read (`_fits`),
+        computed once for the several model and the intent model."""
+        return question_vector(self._question(question).at(cast(FramingTagger, self.tagger).layer))
 
     def _tag_question(self, question: str) -> list[tuple[str, tuple[int, int], float]]:
         return tagged(question, self._question(question), cast(FramingTagger, self.tagger))
