@@ -214,7 +214,7 @@ class Assistant:
             # Not for a question of several facts: each is answered as read alone (`Ask.parts`), and one
             # intent for the whole would re-weigh what fills in after them ("what complexity, and what
             # does laziness save?" read as how it works lost its figure).
-            ask = replace(ask, intent=intent)
+            ask = replace(ask, intent=intent, rules_read=ask.intent)
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:
             holding = self.retriever.containing(

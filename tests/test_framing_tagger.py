@@ -280,9 +280,10 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     from rag.assistant import Assistant
     from rag.query.analysis import ONE_PAPER_INTENTS, intent_of
 
-    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.3})  # off by default
+    reading = assistant
+    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.0})
     evidence = settings.judging.evidence.model_copy(update={"framing": framing})
-    reading = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+    off = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
     casual = "the tokenizer trick for long patient records — params that get trained, roughly?"
     assert intent_of(casual, several=False) == "other"
     assert reading.judge.intent(casual) == "how-it-works" == reading.analyse(casual, casual).intent
@@ -291,7 +292,8 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     listing = "the honeypot memory defense: walk me through the machinery, step by step"
     assert intent_of(listing, several=False) == "other" and reading.judge.several(listing, 0.5)
     assert reading.judge.intent(listing) is None
-    assert assistant.judge.intent(casual) is None and assistant.analyse(casual, casual).intent == "other"
+    assert off.judge.intent(casual) is None and off.analyse(casual, casual).intent == "other"
+    assert reading.analyse(casual, casual).rules_read == "other" and off.analyse(casual, casual).rules_read is None
     # A question of two facts is answered part by part, each as read alone: no one intent for the whole.
     two = "the tokenizer trick for long patient records — params that get trained? also, the base LLMs?"
     ask = reading.analyse(two, two)
@@ -303,3 +305,30 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     vector = np.ones(len(model.weights[0]), dtype=np.float32) / np.sqrt(len(model.weights[0]))
     intent, probability = model.likeliest(vector)
     assert intent in model.intents and 0 < probability <= 1
+
+
+def test_a_modelled_intent_adds_to_what_the_rules_reading_answers(assistant):
+    """Where the intent model's reading takes the place of the rules' "other", every sentence the
+    rules' reading chooses stays in the answer: the model adds (a mechanism, the problem taken on),
+    never takes away. Without that, a question read as a limitation lost its answering sentence."""
+    from dataclasses import replace
+
+    generator = assistant.generator
+    dropped = 0
+    for question in (
+        "so diffusion isn't even needed to flag weird rows in tables? one noise level is enough?",
+        "the tokenizer trick for long patient records, params that get trained, roughly?",
+        "kv cache squeezing by grouping attention heads, the gist?",
+    ):
+        ask = assistant.analyse(question, question)
+        sources = assistant.retriever.search(question, 5).hits
+        plain = replace(ask, intent="other", rules_read=None)
+        kept = [generator.sentence(c)[0] for c in generator.answering(plain, sources, [])]
+        assert kept, question
+        for intent in ("limitation", "how-it-works", "existence"):
+            modelled = replace(ask, intent=intent, rules_read="other")
+            text = generator.compose(modelled, sources)
+            assert all(sentence in text for sentence in kept), (question, intent, text)
+            alone = generator.compose(replace(modelled, rules_read=None), sources)
+            dropped += any(sentence not in alone for sentence in kept)
+    assert dropped  # the model's intent alone does drop some: what is kept is kept by `rules_read`

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 
 from rag.answer.citations import MARKER
 from rag.answer.sentences import (
@@ -200,7 +201,6 @@ class ExtractiveGenerator:
         """The answer in the shape the question asks for: the named papers side by side for a
         comparison, a line per paper for a list or a summary (a table when a figure is asked),
         else the sentences that answer, with a plain word for a part no source holds."""
-        multilingual = ask.said.foreign
         number = {hit.paper.paper_id: n for n, hit in enumerate(sources, start=1)}
         named = [number[p.paper_id] for p in ask.named if p.paper_id in number]  # in the order asked
         if ask.intent == "comparison" and len(named) >= 2:
@@ -209,6 +209,22 @@ class ExtractiveGenerator:
             return self.summary_of_one(ask, sources, named[0] if len(named) == 1 else 1)
         if (ask.said.several or ask.intent in ("list", "summary")) and len(sources) > 1:
             return self.per_paper(ask, sources)
+        chosen = self.answering(ask, sources, named)
+        if ask.rules_read is not None:
+            # A model's reading of what is asked adds sentences to what the rules' reading says, never
+            # takes one away: read as a limitation, "which paper argues ... uses a fixed corruption
+            # level" lost the sentence holding "fixed-noise".
+            taken = {c.sentence for c in chosen}
+            plain = self.answering(replace(ask, intent=ask.rules_read), sources, named)
+            chosen = [*chosen, *(c for c in plain if c.sentence not in taken)]
+        text = self.write(ask.said.text, sources, chosen)
+        absent = self.absent(sources, chosen, named, ask)
+        return f"{absent} {text}" if absent and text else text
+
+    def answering(self, ask: Ask, sources: list[Hit], named: list[int]) -> list[Candidate]:
+        """The sentences that answer a question of one paper or a few, by what it asks (`named`: the
+        numbers of the sources it names)."""
+        multilingual = ask.said.foreign
         chosen = self.select(ask, sources, multilingual)
         # The one paper answering: the one named, or the one every chosen sentence comes from.
         one = named[0] if len(named) == 1 else chosen[0].source if len({c.source for c in chosen}) == 1 else None
@@ -229,9 +245,7 @@ class ExtractiveGenerator:
             chosen = self.explained(source, own, chosen, method)
             if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
-        text = self.write(ask.said.text, sources, chosen)
-        absent = self.absent(sources, chosen, named, ask)
-        return f"{absent} {text}" if absent and text else text
+        return chosen
 
     def summary_of_one(self, ask: Ask, sources: list[Hit], n: int) -> str:
         """A summary of one paper (`n`: the one named, else the likeliest): what it brings (its

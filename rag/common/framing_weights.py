@@ -133,12 +133,13 @@ class FramingWeights(BaseModel):
     )
 
     intent_above: float = Field(
-        0.0,
+        0.3,
         ge=0,
         le=1,
         description="An English question whose form no rule reads as an intent ('other') takes the intent "
         "model's (rag/common/intent.json) likeliest intent of one paper when its probability is from this "
-        "(0: off): 'how does the fix keep uncertainty alive?' is answered as how it works.",
+        "(0: off): 'how does the fix keep uncertainty alive?' is answered as how it works, with every sentence "
+        "the rules' reading chooses kept (`Ask.rules_read`).",
     )
 
     intent_unless_several: float = Field(

@@ -288,6 +288,8 @@ class Ask:
     # The question less its framing words (`without_framing`): retrieved and weighed as evidence
     # in place of `searched`, whose words stay what is checked, named and answered.
     unframed: Reading | None = None
+    # The intent the rules read where a model's reading took its place: what it says still answers.
+    rules_read: Intent | None = None
 
     @property
     def sought(self) -> Reading:
