@@ -215,6 +215,9 @@ class Assistant:
             # intent for the whole would re-weigh what fills in after them ("what complexity, and what
             # does laziness save?" read as how it works lost its figure).
             ask = replace(ask, intent=intent, rules_read=ask.intent)
+        elif not one_fact and not said.foreign:
+            # ...each part read alone instead ("what's the fix?" asks how it works).
+            ask = replace(ask, part_intents=tuple(self.judge.intent(fact.text) for fact in ask.facts))
         holding: list[str] = []
         if (ask.several or ask.intent in ("list", "summary")) and not said.foreign and ask.constraints:
             holding = self.retriever.containing(

@@ -332,3 +332,22 @@ def test_a_modelled_intent_adds_to_what_the_rules_reading_answers(assistant):
             alone = generator.compose(replace(modelled, rules_read=None), sources)
             dropped += any(sentence not in alone for sentence in kept)
     assert dropped  # the model's intent alone does drop some: what is kept is kept by `rules_read`
+
+
+def test_a_part_no_rule_reads_is_read_by_the_model_and_explained(loaded_index, settings, assistant):
+    """A question of two facts is answered part by part; a part no rule reads ("the tokenizer trick
+    ... params that get trained?") takes the intent model's reading, and a part asking how one paper
+    works has it said in more sentences; the sentence the rules' reading gives the part stays."""
+    from rag.assistant import Assistant
+    from rag.evaluation.metrics import answer_sentences
+
+    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.0})
+    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
+    off = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+    two = "the tokenizer trick for long patient records — params that get trained? also, the base LLMs?"
+    ask, plain = assistant.analyse(two, two), off.analyse(two, two)
+    assert ask.intent == plain.intent == "other" and len(ask.facts) == 2
+    assert (ask.parts[0].intent, ask.parts[0].rules_read) == ("how-it-works", "other")
+    assert plain.parts[0].intent == "other" and plain.parts[0].rules_read is None
+    read, ruled = answer_sentences(assistant.ask(two).body), answer_sentences(off.ask(two).body)
+    assert len(read) > len(ruled) and ruled[0] in read, (read, ruled)

@@ -231,18 +231,25 @@ class ExtractiveGenerator:
         if len(ask.facts) > 1 or (one is not None and ask.wants & {"number", "dataset"}):
             # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
             chosen = self.per_part(ask, sources, multilingual, chosen, one)
-        # How one paper works, what problem it takes on, how it compares: said in more than one sentence.
-        if ask.intent in ("how-it-works", "limitation", "existence", "comparison") and one is not None:
+        # How one paper works, what problem it takes on, how it compares: said in more than one sentence,
+        # whether the question asks it or one of its parts does ("what's being quantized, and the main pieces?").
+        intent = ask.intent
+        if len(ask.facts) > 1 and intent not in EXPLAINED:
+            intent = next((part.intent for part in ask.parts if part.intent in ("how-it-works", "limitation")), intent)
+        if intent in EXPLAINED and one is not None:
             source = sources[one - 1]
             own = [c for c in self.score(ask, sources, multilingual) if c.source == one]
             method: list[str] = []
-            if ask.intent in ("how-it-works", "existence"):
+            if intent in ("how-it-works", "existence"):
                 what, after = introduction(own, list(source.sentence_scores), source.paper.name)
                 chosen = self.with_mechanism(own, chosen, after)
                 method = method_sentences(source, what)
             # "Yes: " and the sentence that says so, then how, in the abstract's order.
-            lead = chosen[0] if ask.intent == "existence" and chosen else None
-            chosen = self.explained(source, own, chosen, method)
+            lead = chosen[0] if intent == "existence" and chosen else None
+            told = self.explained(source, own, chosen, method)
+            # A part asked it: the parts' sentences lead, in the order asked, and the rest follows.
+            taken = {c.sentence for c in chosen}
+            chosen = told if intent == ask.intent else [*chosen, *(c for c in told if c.sentence not in taken)]
             if lead is not None:
                 chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
         return chosen
@@ -284,13 +291,16 @@ class ExtractiveGenerator:
         answer each part (not a neighbour's benchmark)."""
         picked: list[Candidate] = []
         for fact, part in zip(ask.facts, ask.parts, strict=True):
-            scored = self.score(part, sources, multilingual, naming=ask.said.text)
-            scored = [c for c in scored if c.source == one] or scored
-            # A part asking for a figure or for the data is answered by a sentence that gives it:
-            # the best-scored of the sentences that give what the part asks (max keeps the first).
-            best = max(scored, key=lambda c: self.gives(fact.wants, c, sources), default=None)
-            if best is not None and all(best.sentence != c.sentence for c in picked):
-                picked.append(best)
+            # A part the model reads gets its sentence for that reading and the rules' (`Ask.rules_read`).
+            readings = [part] if part.rules_read is None else [part, replace(part, intent=part.rules_read)]
+            for reading in readings:
+                scored = self.score(reading, sources, multilingual, naming=ask.said.text)
+                scored = [c for c in scored if c.source == one] or scored
+                # A part asking for a figure or for the data is answered by a sentence that gives it:
+                # the best-scored of the sentences that give what the part asks (max keeps the first).
+                best = max(scored, key=lambda c: self.gives(fact.wants, c, sources), default=None)
+                if best is not None and all(best.sentence != c.sentence for c in picked):
+                    picked.append(best)
         rest = [c for c in chosen if all(c.sentence != p.sentence for p in picked)]
         return (picked + rest)[: max(self.weights.max_sentences, len(picked))]
 
@@ -488,6 +498,10 @@ class ExtractiveGenerator:
     def stream(self, ask: Ask, sources: list[Hit]) -> Iterator[str]:
         text = self.compose(ask, sources)
         yield from re.findall(r"\S+\s*", text)
+
+
+# What one paper's answer says in more than one sentence (`explain_at_least`).
+EXPLAINED = ("how-it-works", "limitation", "existence", "comparison")
 
 
 def _shown(ask: Ask) -> Callable[[str], bool]:

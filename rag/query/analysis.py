@@ -290,6 +290,8 @@ class Ask:
     unframed: Reading | None = None
     # The intent the rules read where a model's reading took its place: what it says still answers.
     rules_read: Intent | None = None
+    # Per fact, the model's reading of a part no rule reads (None: as the rules read it).
+    part_intents: tuple[Intent | None, ...] = ()
 
     @property
     def sought(self) -> Reading:
@@ -321,8 +323,11 @@ class Ask:
 
     @cached_property
     def parts(self) -> tuple[Ask, ...]:
-        """Each fact asked, analysed alone (a multi-part answer gives each its sentence)."""
-        return tuple(analyse(fact.text, self.named) for fact in self.facts)
+        """Each fact asked, analysed alone (a multi-part answer gives each its sentence), with the
+        model's reading of what it asks where no rule reads one (`part_intents`)."""
+        read = self.part_intents or (None,) * len(self.facts)
+        alone = [(analyse(fact.text, self.named), i) for fact, i in zip(self.facts, read, strict=True)]
+        return tuple(replace(a, intent=i, rules_read="other") if i and a.intent == "other" else a for a, i in alone)
 
     @property
     def wants(self) -> set[AnswerType]:
