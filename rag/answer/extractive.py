@@ -11,10 +11,6 @@ from dataclasses import replace
 from rag.answer.citations import MARKER
 from rag.answer.sentences import (
     CONTRASTS,
-    DATA_COUNTED,
-    DATA_LISTED,
-    DATA_MADE,
-    DATA_NAMED,
     EXPERIMENTS,
     FIGURE,
     FINDING,
@@ -22,10 +18,11 @@ from rag.answer.sentences import (
     NAMES_DATA,
     NUMBER,
     PROBLEM,
-    QUANTITY,
     RESULT_CLAIM,
     Candidate,
+    absent_from,
     counts,
+    gives,
     introduces,
     introduction,
     mechanism,
@@ -218,7 +215,8 @@ class ExtractiveGenerator:
             plain = self.answering(replace(ask, intent=ask.rules_read), sources, named)
             chosen = [*chosen, *(c for c in plain if c.sentence not in taken)]
         text = self.write(ask.said.text, sources, chosen)
-        absent = self.absent(sources, chosen, named, ask)
+        one = sources[named[0] - 1] if len(named) == 1 else None
+        absent = absent_from(list(one.sentence_scores), one.paper.name, ask.wants, ask.said.data_names) if one else ""
         return f"{absent} {text}" if absent and text else text
 
     def answering(self, ask: Ask, sources: list[Hit], named: list[int]) -> list[Candidate]:
@@ -232,7 +230,7 @@ class ExtractiveGenerator:
             # Every part, and the one figure or data asked of one paper, gets a sentence giving it.
             chosen = self.per_part(ask, sources, multilingual, chosen, one)
         # How one paper works, what problem it takes on, how it compares: said in more than one sentence,
-        # whether the question asks it or one of its parts does ("what's being quantized, and the main pieces?").
+        # whether the question asks it or one of its parts does ("the tokenizer trick: params that get trained?").
         intent = ask.intent
         if len(ask.facts) > 1 and intent not in EXPLAINED:
             intent = next((part.intent for part in ask.parts if part.intent in ("how-it-works", "limitation")), intent)
@@ -298,24 +296,13 @@ class ExtractiveGenerator:
                 scored = [c for c in scored if c.source == one] or scored
                 # A part asking for a figure or for the data is answered by a sentence that gives it:
                 # the best-scored of the sentences that give what the part asks (max keeps the first).
-                best = max(scored, key=lambda c: self.gives(fact.wants, c, sources), default=None)
+                best = max(
+                    scored, key=lambda c: gives(fact.wants, c.sentence, sources[c.source - 1].paper.name), default=None
+                )
                 if best is not None and all(best.sentence != c.sentence for c in picked):
                     picked.append(best)
         rest = [c for c in chosen if all(c.sentence != p.sentence for p in picked)]
         return (picked + rest)[: max(self.weights.max_sentences, len(picked))]
-
-    @staticmethod
-    def gives(wants: str, c: Candidate, sources: list[Hit]) -> int:
-        """How well a sentence can answer a part expecting `wants` (0: not at all): a figure for
-        a number; for the data, a dataset named where something was run or counted (not the
-        paper's own name), best in the sentence reporting the experiments."""
-        if wants == "number":
-            return int(bool(FIGURE.search(c.sentence)))
-        if wants == "dataset":
-            own = c.sentence.replace(sources[c.source - 1].paper.name, "")
-            names = bool(DATA_NAMED.search(own) or DATA_COUNTED.search(own) or DATA_LISTED.search(own))
-            return names + (names and bool(EXPERIMENTS.search(own)))
-        return 1
 
     def with_mechanism(self, own: list[Candidate], chosen: list[Candidate], after: str | None) -> list[Candidate]:
         """ "How does X work?" about one paper (`own`: its scored sentences): `after`, the sentence
@@ -471,25 +458,6 @@ class ExtractiveGenerator:
             label = f"**{_cell(shown_name)}**: " if not shown_name.endswith("…") else ""
             lines.append(f"- {label}{body}")
         return "\n".join(lines)
-
-    @staticmethod
-    def absent(sources: list[Hit], chosen: list[Candidate], named: list[int], ask: Ask) -> str:
-        """A plain word for an asked part that the one paper asked about does not give: its
-        benchmarks, or a figure."""
-        if len(named) != 1:
-            return ""
-        hit = sources[named[0] - 1]
-        sentences = list(hit.sentence_scores)
-        name = hit.paper.name
-        if (
-            "dataset" in ask.wants
-            and ask.said.data_names
-            and not any(DATA_NAMED.search(s.replace(name, "")) or DATA_MADE.search(s) for s in sentences)
-        ):
-            return f"{name}'s abstract does not name the datasets or benchmarks it is evaluated on."
-        if "number" in ask.wants and not any(QUANTITY.search(s.replace(name, "")) for s in sentences):
-            return f"{name}'s abstract gives no figure for this."
-        return ""
 
     def condense(self, question: str, history: list[dict]) -> str | None:
         """No model to rewrite a follow-up: the assistant joins it with the conversation."""

@@ -162,3 +162,30 @@ def introduction(own: list[Candidate], order: list[str], name: str) -> tuple[Can
     )
     after = order[order.index(what.sentence) + 1] if what and what.sentence != order[-1] else None
     return what, after
+
+
+def gives(wants: str, sentence: str, name: str) -> int:
+    """How well a sentence of the paper `name` can answer a part expecting `wants` (0: not at all):
+    a figure for a number; for the data, a dataset named where something was run or counted (not
+    the paper's own name), best in the sentence reporting the experiments."""
+    if wants == "number":
+        return int(bool(FIGURE.search(sentence)))
+    if wants == "dataset":
+        own = sentence.replace(name, "")
+        names = bool(DATA_NAMED.search(own) or DATA_COUNTED.search(own) or DATA_LISTED.search(own))
+        return names + (names and bool(EXPERIMENTS.search(own)))
+    return 1
+
+
+def absent_from(sentences: list[str], name: str, wants: AbstractSet[str], data_names: bool) -> str:
+    """A plain word for an asked part that the one paper asked about (`name`, its `sentences`) does
+    not give: its benchmarks (`data_names`: the question asks them by name), or a figure."""
+    if (
+        "dataset" in wants
+        and data_names
+        and not any(DATA_NAMED.search(s.replace(name, "")) or DATA_MADE.search(s) for s in sentences)
+    ):
+        return f"{name}'s abstract does not name the datasets or benchmarks it is evaluated on."
+    if "number" in wants and not any(QUANTITY.search(s.replace(name, "")) for s in sentences):
+        return f"{name}'s abstract gives no figure for this."
+    return ""
