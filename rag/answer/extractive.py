@@ -25,6 +25,7 @@ from rag.answer.sentences import (
     gives,
     introduces,
     introduction,
+    joined,
     mechanism,
     method_sentences,
     third_person,
@@ -211,12 +212,12 @@ class ExtractiveGenerator:
             # A model's reading of what is asked adds sentences to what the rules' reading says, never
             # takes one away: read as a limitation, "which paper argues ... uses a fixed corruption
             # level" lost the sentence holding "fixed-noise".
-            taken = {c.sentence for c in chosen}
-            plain = self.answering(replace(ask, intent=ask.rules_read), sources, named)
-            chosen = [*chosen, *(c for c in plain if c.sentence not in taken)]
+            chosen = joined(chosen, self.answering(replace(ask, intent=ask.rules_read), sources, named))
         text = self.write(ask.said.text, sources, chosen)
-        one = sources[named[0] - 1] if len(named) == 1 else None
-        absent = absent_from(list(one.sentence_scores), one.paper.name, ask.wants, ask.said.data_names) if one else ""
+        asked = sources[named[0] - 1] if len(named) == 1 else None  # the one paper asked about
+        absent = (
+            absent_from(list(asked.sentence_scores), asked.paper.name, ask.wants, ask.said.data_names) if asked else ""
+        )
         return f"{absent} {text}" if absent and text else text
 
     def answering(self, ask: Ask, sources: list[Hit], named: list[int]) -> list[Candidate]:
@@ -246,10 +247,9 @@ class ExtractiveGenerator:
             lead = chosen[0] if intent == "existence" and chosen else None
             told = self.explained(source, own, chosen, method)
             # A part asked it: the parts' sentences lead, in the order asked, and the rest follows.
-            taken = {c.sentence for c in chosen}
-            chosen = told if intent == ask.intent else [*chosen, *(c for c in told if c.sentence not in taken)]
+            chosen = told if intent == ask.intent else joined(chosen, told)
             if lead is not None:
-                chosen = [lead, *(c for c in chosen if c.sentence != lead.sentence)]
+                chosen = joined([lead], chosen)
         return chosen
 
     def summary_of_one(self, ask: Ask, sources: list[Hit], n: int) -> str:
@@ -301,8 +301,7 @@ class ExtractiveGenerator:
                 )
                 if best is not None and all(best.sentence != c.sentence for c in picked):
                     picked.append(best)
-        rest = [c for c in chosen if all(c.sentence != p.sentence for p in picked)]
-        return (picked + rest)[: max(self.weights.max_sentences, len(picked))]
+        return joined(picked, chosen)[: max(self.weights.max_sentences, len(picked))]
 
     def with_mechanism(self, own: list[Candidate], chosen: list[Candidate], after: str | None) -> list[Candidate]:
         """ "How does X work?" about one paper (`own`: its scored sentences): `after`, the sentence

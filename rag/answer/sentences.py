@@ -6,6 +6,7 @@ evaluated on, the sentence introducing it; and the sentence retold in the third 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -189,3 +190,10 @@ def absent_from(sentences: list[str], name: str, wants: AbstractSet[str], data_n
     if "number" in wants and not any(QUANTITY.search(s.replace(name, "")) for s in sentences):
         return f"{name}'s abstract gives no figure for this."
     return ""
+
+
+def joined(first: list[Candidate], then: Iterable[Candidate]) -> list[Candidate]:
+    """`first`, then each of `then` whose sentence is not among them, in its order: what adds to an
+    answer and never takes a sentence away."""
+    taken = {c.sentence for c in first}
+    return [*first, *(c for c in then if c.sentence not in taken)]
