@@ -461,3 +461,77 @@ def test_framing_no_rule_knew_leaves_a_right_answer_high_and_a_swapped_term_low(
         assert name in {c.name for c in answer.citations}
     swapped = assistant.ask("What does Jacobi Forcing do for image watermarks?")
     assert swapped.confidence == "low" and "watermark" in swapped.missing
+
+
+def test_a_shortened_word_is_found_where_the_papers_write_it_out():
+    kalman = Paper(
+        "p20",
+        "We couple an ensemble Kalman filter with foundation models for question\u2013answer pairs, "
+        "training the networks with reinforcement learning. Quality and speed both improve.",
+        "P20",
+        None,
+    )
+    words = vocabulary(kalman, PLAIN)
+    for short in ("EnKF", "FMs", "QA", "RL-based", "nets", "QA-pair"):
+        assert words.found(short, ["p20"]), short
+    assert not words.found("QS", ["p20"])  # "Quality and speed": a run that ends on a function word
+    assert not words.found("GNN", ["p20"]) and not words.found("nodes", ["p20"])
+    assert not words.found("EnKF", ["p3"])  # another paper does not write it out
+
+
+def test_a_share_no_paper_gives_is_another_claim():
+    import numpy as np
+
+    sparse = Paper("p21", "Trained on 26.5\\% of the data, it matches full training.", "P21", None)
+    words = vocabulary(sparse, PLAIN)
+    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)
+
+    def shares(question: str) -> list[ConstraintCheck]:
+        found = check(["data"], question, ["p21"], words, sentences, embed, texts=[sparse.text])
+        return [c for c in found if c.phrase != "data"]
+
+    (other,) = shares("Trained on only about 5% of the data?")  # "26.5%" holds "5%", but not as a share
+    assert other.phrase == "5%" and other.other and not other.found(0.0)
+    assert shares("Trained on about 27 percent of the data?") == []  # near enough to 26.5
+    assert shares("Trained on a quarter of the data?") == []
+
+
+def test_another_modifier_of_the_word_it_qualifies_alone_is_another_thing():
+    import numpy as np
+
+    audio = Paper(
+        "p22",
+        "Medical audio is scarce. We build a medical audio question\u2013answering dataset, a benchmark "
+        "of medical audio types.",
+        "P22",
+        None,
+    )
+    words = vocabulary(audio, PLAIN)
+    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+    def embed(phrases):
+        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+
+    (swapped,) = check(
+        ["veterinary audio benchmark"],
+        "the veterinary audio benchmark?",
+        ["p22"],
+        words,
+        sentences,
+        embed,
+        texts=[audio.text],
+    )
+    assert swapped.missing == ("veterinary",) and swapped.other
+    (kept,) = check(
+        ["clinical audio benchmark"],
+        "the clinical audio benchmark?",
+        ["p22"],
+        words,
+        sentences,
+        embed,
+        texts=["Medical audio is scarce, clinical audio rarer."],
+    )
+    assert not kept.other  # "medical audio" written once: prose, not their term

@@ -10,6 +10,9 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
+from spacy.lang.en.stop_words import STOP_WORDS
+from wordfreq import zipf_frequency
+
 from rag.common.text import stems
 from rag.index.corpus import Paper
 from rag.index.lexicon import Lexicon
@@ -24,6 +27,26 @@ _GENERIC_SUFFIX = re.compile(r"(?<=\w)-(based|driven|powered|oriented|related|st
 DERIVED_PREFIX, DERIVED_SUFFIX = 5, 2
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]*[A-Z0-9]s?")
 _DASH = re.compile(r"[-\u2010-\u2014\s]+")
+# An abbreviation a paper may write out without defining it: two to five letters, two or more
+# capitals, a plural "s" after them ("QA", "EnKF", "FMs"); each capital starts a word of the run.
+_SHORT = re.compile(r"(?=(?:[a-z]*[A-Z]){2})[A-Z][A-Za-z]{1,4}")
+# A clipped word ("nets", "params", "docs"): this many letters or more, and the papers' word this many more.
+CLIPPED_LETTERS, CLIPPED_REST = 3, 3
+
+
+def _spelled(abbreviation: str) -> str:
+    """A pattern for the run of words an abbreviation's letters start ("EnKF": "En\\w*", "K\\w*",
+    "F\\w*", joined by spaces, hyphens or dashes): "ensemble Kalman filter", "question-answer"."""
+    short = re.sub(r"(?<=[A-Z])s$", "", abbreviation)
+    starts = re.findall(r"[A-Z][a-z]*", short)
+    return r"(?<![\w-])" + r"[-\u2010-\u2014\s]+".join(re.escape(start) + r"[a-z]*" for start in starts) + r"(?![\w])"
+
+
+def _plain_run(run: str) -> bool:
+    """A run of words that can stand for an abbreviation: neither its first nor its last a function
+    word ("question answering", not "quality and")."""
+    words = _DASH.split(run.strip().lower())
+    return words[0] not in STOP_WORDS and words[-1] not in STOP_WORDS
 
 
 def _written(word: str, text: str) -> bool:
@@ -32,6 +55,11 @@ def _written(word: str, text: str) -> bool:
     in "fine-tuning", "scaling-law" in "scaling laws"; "re" is not "reliable")."""
     parts = [part for part in word.split("-") if part]
     loose = [re.escape(p[:3] if p.isalpha() and len(p) >= 4 else p) + r"\w*" for p in parts]
+    if any(map(_SHORT.fullmatch, parts)):  # "QA-pair" in "question-answer pairs"
+        spelled = [_spelled(p) if _SHORT.fullmatch(p) else re.escape(p) for p in parts]
+        whole = re.compile(r"[-\u2010-\u2014\s]".join(spelled), re.IGNORECASE)
+        if any(_plain_run(found[0]) for found in whole.finditer(text)):
+            return True
     pattern = re.compile(r"(?<![\w-])" + r"[-\u2010-\u2014\s]".join(loose) + r"(?!\w)", re.IGNORECASE)
     for found in pattern.finditer(text):
         pieces = _DASH.split(found[0])
@@ -108,7 +136,26 @@ class Vocabulary:
             forms.append(stems(word[:-1] if word.endswith("s") else f"{word}s"))
         if any(form <= self.stems_of(pid) for form in forms for pid in paper_ids):
             return True
-        return word.isalpha() and word.islower() and all(any(self.derived(s, pid) for pid in paper_ids) for s in wanted)
+        if word.isalpha() and word.islower() and all(any(self.derived(s, pid) for pid in paper_ids) for s in wanted):
+            return True
+        return self.written_out(word, paper_ids)
+
+    def written_out(self, word: str, paper_ids: list[str]) -> bool:
+        """A shortened word the papers write out in full: an abbreviation they use without defining
+        it ("EnKF": "ensemble Kalman filter", "FMs": "foundation models", "QA": "question-answer"),
+        or a clipping of one of their words ("nets": "networks", "params": "parameters").
+        Hand-written: scispaCy's abbreviation detector finds only defined ones (`aliased` does too)."""
+        texts = [paper.text for pid in paper_ids if (paper := self.papers.get(pid)) is not None]
+        if _SHORT.fullmatch(word):
+            run = re.compile(_spelled(word), re.IGNORECASE)
+            return any(_plain_run(found[0]) for text in texts for found in run.finditer(text))
+        clipped = word.lower().removesuffix("s") if len(word) > CLIPPED_LETTERS else word.lower()
+        if not word.isalpha() or len(clipped) < CLIPPED_LETTERS:
+            return False
+        # ...that English writes less often than the word it shortens ("art" is not "artist")
+        asked = zipf_frequency(word, "en")
+        longer = re.compile(rf"\b{re.escape(clipped)}[a-z]{{{CLIPPED_REST},}}", re.IGNORECASE)
+        return any(zipf_frequency(full[0], "en") > asked for text in texts for full in longer.finditer(text))
 
     def derived(self, stem: str, paper_id: str) -> bool:
         """A stem the paper holds in another part of speech, which the stemmer leaves apart:

@@ -94,6 +94,11 @@ class ConstraintCheck:
 # ("Qwen2.5-72B"): a paper that does not give it studies another scale, not the asked one in other words.
 _QUANTITY = re.compile(r"\d[\d.,]*-?[A-Za-z]+")
 
+# A share the question states ("about 5%", "98.5 percent"): a paper that gives no share near it
+# (within `_SHARE_WITHIN`, relative) makes another claim, whatever else it holds.
+SHARE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\\?%|percent\b)", re.I)
+_SHARE_WITHIN = 0.1
+
 # An adverb of manner or degree ("strongly", "weakly", "temporally"), of five letters or more ("only"
 # is not); `degree_adverb` in `check` leaves out the nouns in -ly.
 _ADVERB = re.compile(r"[a-z]{3,}ly", re.I)
@@ -212,6 +217,15 @@ def check(
                 and tokens[i] not in STOPWORDS
                 and all(stem_of(tokens[i + 1 + j]) == t for j, t in enumerate(term))
             )
+            # ...else the word modified alone, the next one found too ("veterinary audio benchmark"
+            # where they write "medical audio" and never "medical audio benchmark")
+            if not uses and len(term) > 1 and lowered[at + 2] not in gone:
+                uses = Counter(
+                    tokens[i]
+                    for tokens in written()
+                    for i in range(len(tokens) - 1)
+                    if tokens[i] != word and tokens[i] not in STOPWORDS and stem_of(tokens[i + 1]) == term[0]
+                )
             if uses and max(uses.values()) >= term_uses:
                 return True
         return False
@@ -280,6 +294,7 @@ def check(
         if kind := (*code_only, *unsaid_degree(words, missing + code_only), *filter(only_qualified, found)):
             missing, another = missing + kind, True
         checks.append((phrase, missing, weigh(missing) / whole() if missing and whole() else 0.0, another))
+    checks += [(share, (share,), 0.0, True) for share in unheld_shares(said.text, texts)]
     unfound = [phrase for phrase, missing, _, another in checks if missing and not another]
     similarity: dict[str, float] = {}
     if unfound and len(sentence_vectors):
@@ -311,6 +326,16 @@ def check(
             )
         )
     return out
+
+
+def unheld_shares(question: str, texts: Sequence[str]) -> list[str]:
+    """The shares the question states ("5%") that no text gives, within `_SHARE_WITHIN`."""
+    given = [float(m[1]) for text in texts for m in SHARE.finditer(text)]
+    return [
+        m[0]
+        for m in SHARE.finditer(question)
+        if texts and not any(abs(float(m[1]) - value) <= _SHARE_WITHIN * max(value, 1.0) for value in given)
+    ]
 
 
 def held_in_context(
