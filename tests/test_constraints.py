@@ -479,15 +479,17 @@ def test_a_shortened_word_is_found_where_the_papers_write_it_out():
     assert not words.found("EnKF", ["p3"])  # another paper does not write it out
 
 
+# Every phrase "found" softly: one sentence, and every phrase embedded as it.
+ALIKE = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
+
+
+def alike(phrases):
+    return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)
+
+
 def test_a_share_no_paper_gives_is_another_claim():
-    import numpy as np
-
     sparse = Paper("p21", "Trained on 26.5\\% of the data, it matches full training.", "P21", None)
-    words = vocabulary(sparse, PLAIN)
-    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
-
-    def embed(phrases):
-        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)
+    words, sentences, embed = vocabulary(sparse, PLAIN), ALIKE, alike
 
     def shares(question: str) -> list[ConstraintCheck]:
         found = check(["data"], question, ["p21"], words, sentences, embed, texts=[sparse.text])
@@ -500,8 +502,6 @@ def test_a_share_no_paper_gives_is_another_claim():
 
 
 def test_another_modifier_of_the_word_it_qualifies_alone_is_another_thing():
-    import numpy as np
-
     audio = Paper(
         "p22",
         "Medical audio is scarce. We build a medical audio question\u2013answering dataset, a benchmark "
@@ -509,11 +509,7 @@ def test_another_modifier_of_the_word_it_qualifies_alone_is_another_thing():
         "P22",
         None,
     )
-    words = vocabulary(audio, PLAIN)
-    sentences = np.ones((1, 2), dtype=np.float32) / np.sqrt(2)
-
-    def embed(phrases):
-        return np.ones((len(phrases), 2), dtype=np.float32) / np.sqrt(2)  # every phrase "found" softly
+    words, sentences, embed = vocabulary(audio, PLAIN), ALIKE, alike
 
     (swapped,) = check(
         ["veterinary audio benchmark"],
