@@ -123,6 +123,21 @@ def tagger(model: str):
 
 @lru_cache(maxsize=2)
 def _loaded_tagger(model: str):
+    return _spacy().load(model, exclude=["ner", "lemmatizer"])
+
+
+@lru_cache(maxsize=1)
+def function_words() -> frozenset[str]:
+    """English's function words as spaCy lists them ("and", "of", "the"), imported as the tagger is."""
+    with _LOADING:
+        _spacy()
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
+@lru_cache(maxsize=1)
+def _spacy():
     # spaCy's thinc imports torch whenever it is installed (200 MB more in the service, which
     # embeds questions with ONNX); the tagger runs without it. Loaded before the service takes
     # requests, so no other thread imports torch meanwhile.
@@ -134,4 +149,4 @@ def _loaded_tagger(model: str):
     finally:
         if blocked:
             del sys.modules["torch"]
-    return spacy.load(model, exclude=["ner", "lemmatizer"])
+    return spacy

@@ -10,10 +10,9 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
-from spacy.lang.en.stop_words import STOP_WORDS
 from wordfreq import zipf_frequency
 
-from rag.common.text import stems
+from rag.common.text import function_words, stems
 from rag.index.corpus import Paper
 from rag.index.lexicon import Lexicon
 
@@ -46,7 +45,7 @@ def _plain_run(run: str) -> bool:
     """A run of words that can stand for an abbreviation: neither its first nor its last a function
     word ("question answering", not "quality and")."""
     words = _DASH.split(run.strip().lower())
-    return words[0] not in STOP_WORDS and words[-1] not in STOP_WORDS
+    return words[0] not in function_words() and words[-1] not in function_words()
 
 
 def _written(word: str, text: str) -> bool:
