@@ -188,10 +188,11 @@ class Assistant:
         points_back = said.points_back or (not said.foreign and len(said.content) <= 3)
         return not points_back
 
-    def analyse(self, question: str, query: str) -> Ask:
+    def analyse(self, question: str, query: str, lists: bool = True) -> Ask:
         """What the question asks, and the papers tied to it whatever the scores: those it names
         (for a follow-up, those its standalone query names), and for "Which papers ... TERM?"
-        every paper holding the term (English: the term is matched by its words)."""
+        every paper holding the term (English: the term is matched by its words). `lists`: whether
+        the several model may read it as a request for every paper that qualifies."""
         named = self.retriever.named(question)
         said = read(question)
         scope = self.retriever.scope
@@ -202,7 +203,8 @@ class Assistant:
         borrowed = self.retriever.named(query) if query != said.text else []
         # Read as a list by the model of the question, unless it picks out one thing ("which ... dataset").
         several = (
-            not said.foreign
+            lists
+            and not said.foreign
             and not said.several
             and self.judge.several(said.text)
             and names_one(said.text, self.settings.judging.tagger_model) is None
@@ -249,6 +251,10 @@ class Assistant:
         ):
             return alone
         return self.retriever.find(searched, k or self.settings.retrieval.k, ask.tied)
+
+    def sources_for(self, ask: Ask, k: int | None) -> int | None:
+        """How many papers to retrieve: a list reads more (`list_sources`)."""
+        return max(k or self.settings.retrieval.k, self.settings.answering.list_sources) if ask.listing else k
 
     def abstention(self, hits: list[Hit], ask: Ask | None = None) -> str:
         closest_names = [h.paper.display_name for h in hits[:3] if not h.paper.display_name.endswith("…")]
@@ -312,11 +318,15 @@ class Assistant:
             found = metadata.papers_by(by, papers, self.authors_recorded)
             yield from self._at_once(found, ask, query, history, timings, started)
             return
-        if ask.listing:
-            k = max(k or self.settings.retrieval.k, self.settings.answering.list_sources)
-        retrieval = self.retrieve(ask, alone, k)
+        retrieval = self.retrieve(ask, alone, self.sources_for(ask, k))
         lap("retrieve")
         verdict = self.judge.verdict(retrieval, ask)
+        if ask.several and not said.several and len(verdict.hits) <= 1:
+            # The model read a list that one paper at most answers: the question is about that paper,
+            # every fact of it, as the rules read it (the model's reading adds, it never takes away).
+            ask = self.analyse(question, query, lists=False)
+            retrieval = self.retrieve(ask, alone, self.sources_for(ask, k))
+            verdict = self.judge.verdict(retrieval, ask)
         lap("judge")
         sources, confidence, missing = verdict.hits, verdict.confidence, verdict.missing
         if alone is not None and retrieval is not alone:

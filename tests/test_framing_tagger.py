@@ -64,16 +64,16 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
 
 
 @pytest.fixture(scope="module")
-def listing(loaded_index, settings):
-    """An assistant with the several model on (`several_above` 0.7; off by default)."""
+def unlisted(loaded_index, settings):
+    """An assistant with the several model off (`several_above` 0; 0.7 by default)."""
     from rag.assistant import Assistant
 
-    framing = settings.judging.evidence.framing.model_copy(update={"several_above": 0.7})
+    framing = settings.judging.evidence.framing.model_copy(update={"several_above": 0.0})
     evidence = settings.judging.evidence.model_copy(update={"framing": framing})
     return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
 
 
-def test_a_casual_request_for_a_list_is_answered_as_one(listing, assistant):
+def test_a_casual_request_for_a_list_is_answered_as_one(assistant, unlisted):
     """The several model (rag/common/several.json) reads requests for every paper that qualifies
     that the rule ("Which papers ...?") does not: each such paper is cited. A question about one
     paper stays one."""
@@ -82,21 +82,35 @@ def test_a_casual_request_for_a_list_is_answered_as_one(listing, assistant):
 
     question = "every abstract here on protein design, please"
     assert not asks_for_several(question) and not read(question).several
-    assert listing.judge.several(question) and not assistant.judge.several(question)  # off by default
-    ask = listing.analyse(question, question)
+    assert assistant.judge.several(question) and not unlisted.judge.several(question)  # 0: off
+    ask = assistant.analyse(question, question)
     assert ask.several and ask.intent == "list" and ask.said.several
-    answer = listing.ask(question)
+    answer = assistant.ask(question)
     assert len({c.paper_id for c in answer.citations}) >= 3, [c.name for c in answer.citations]
     for single in ("What speedup does Jacobi Forcing report?", "how does the KV eviction one pick what to drop?"):
-        assert not listing.judge.several(single) and not listing.analyse(single, single).several
+        assert not assistant.judge.several(single) and not assistant.analyse(single, single).several
     # A question that names its paper or asks for one is about one, whatever the model reads.
     for one in ("Summarize the Spiral RoPE paper, all of it.", "Which paper rounds up protein work?"):
-        assert listing.judge.several(one) and not listing.analyse(one, one).several, one
+        assert assistant.judge.several(one) and not assistant.analyse(one, one).several, one
     # ...and so is one that picks out one thing by its modifiers, unless it asks of each of several.
     one = "sizes and datasets of the hyperbolic clustering approach, please"
-    assert listing.judge.several(one) and not listing.analyse(one, one).several
+    assert assistant.judge.several(one) and not assistant.analyse(one, one).several
     several = "spiking nets — round them all up, with the trick each uses"
-    assert listing.judge.several(several) and listing.analyse(several, several).several
+    assert assistant.judge.several(several) and assistant.analyse(several, several).several
+
+
+def test_a_list_one_paper_at_most_answers_is_read_again_as_the_rules_read_it(assistant):
+    """The model's reading adds, it never takes away: a request it reads as a list that a paper at
+    most answers is answered about that paper, as the rules read the question, not refused."""
+    question = "TC-Bench, contents and purpose, for our wiki"
+    ask = assistant.analyse(question, question)
+    assert ask.several and ask.intent == "list"  # the model reads a list...
+    retrieval = assistant.retrieve(ask, None, assistant.sources_for(ask, None))
+    assert len(assistant.judge.verdict(retrieval, ask).hits) <= 1  # ...that one paper at most answers
+    answer = assistant.ask(question)
+    assert answer.confidence != "none" and not answer.text.startswith("- **"), answer.text[:200]
+    assert [c.name for c in answer.citations] == ["Scientific Alignment"]
+    assert "TC-Bench" in answer.text
 
 
 def test_a_question_that_picks_out_one_thing_is_found(settings):
@@ -289,9 +303,9 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     assert reading.judge.intent(casual) == "how-it-works" == reading.analyse(casual, casual).intent
     # A question the several model reads as asking for several papers (this one wrongly) keeps "other":
     # a list answered as one paper's mechanism would cite that paper alone.
-    listing = "the honeypot memory defense: walk me through the machinery, step by step"
-    assert intent_of(listing, several=False) == "other" and reading.judge.several(listing, 0.5)
-    assert reading.judge.intent(listing) is None
+    assistant = "the honeypot memory defense: walk me through the machinery, step by step"
+    assert intent_of(assistant, several=False) == "other" and reading.judge.several(assistant, 0.5)
+    assert reading.judge.intent(assistant) is None
     assert off.judge.intent(casual) is None and off.analyse(casual, casual).intent == "other"
     assert reading.analyse(casual, casual).rules_read == "other" and off.analyse(casual, casual).rules_read is None
     # A question of two facts is answered part by part, each as read alone: no one intent for the whole.

@@ -125,11 +125,12 @@ class FramingWeights(BaseModel):
     )
 
     several_above: float = Field(
-        0.0,
+        0.7,
         ge=0,
         le=1,
         description="An English question the several model (rag/common/several.json) reads as asking for every "
-        'paper that qualifies with a probability from this is a list, as "Which papers ...?" is (0: off).',
+        'paper that qualifies with a probability from this is a list, as "Which papers ...?" is (0: off); '
+        "one that a paper at most answers is read again as the rules read it.",
     )
 
     intent_above: float = Field(
