@@ -197,6 +197,17 @@ def check(
             for first, then in zip(tokens, tokens[1:], strict=False)
         )
 
+    def modifiers_of(term: list[frozenset[str]], word: str) -> Counter[str]:
+        """How often the papers write each modifier other than `word` right before the stems `term`."""
+        return Counter(
+            tokens[i]
+            for tokens in written()
+            for i in range(len(tokens) - len(term))
+            if tokens[i] != word
+            and tokens[i] not in STOPWORDS
+            and all(stem_of(tokens[i + 1 + j]) == t for j, t in enumerate(term))
+        )
+
     def another_modifier(words: list[str], missing: tuple[str, ...]) -> bool:
         """A missing word before words the papers write, `term_uses` times or more, after one
         other modifier ("continuous neural samplers" where they say "discrete neural samplers"):
@@ -209,23 +220,11 @@ def check(
                 continue
             # the word modified, and the next one when the phrase goes on
             term = [stem for stem in map(stem_of, lowered[at + 1 : at + 3]) if stem]
-            uses: Counter[str] = Counter(
-                tokens[i]
-                for tokens in written()
-                for i in range(len(tokens) - len(term))
-                if tokens[i] != word
-                and tokens[i] not in STOPWORDS
-                and all(stem_of(tokens[i + 1 + j]) == t for j, t in enumerate(term))
-            )
+            uses = modifiers_of(term, word)
             # ...else the word modified alone, the next one found too ("veterinary audio benchmark"
             # where they write "medical audio" and never "medical audio benchmark")
             if not uses and len(term) > 1 and lowered[at + 2] not in gone:
-                uses = Counter(
-                    tokens[i]
-                    for tokens in written()
-                    for i in range(len(tokens) - 1)
-                    if tokens[i] != word and tokens[i] not in STOPWORDS and stem_of(tokens[i + 1]) == term[0]
-                )
+                uses = modifiers_of(term[:1], word)
             if uses and max(uses.values()) >= term_uses:
                 return True
         return False
