@@ -325,8 +325,8 @@ class Ask:
     def parts(self) -> tuple[Ask, ...]:
         """Each fact asked, analysed alone (a multi-part answer gives each its sentence), with the
         model's reading of what it asks where no rule reads one (`part_intents`)."""
-        read = self.part_intents or (None,) * len(self.facts)
-        alone = [(analyse(fact.text, self.named), i) for fact, i in zip(self.facts, read, strict=True)]
+        intents = self.part_intents or (None,) * len(self.facts)
+        alone = [(analyse(fact.text, self.named), i) for fact, i in zip(self.facts, intents, strict=True)]
         return tuple(replace(a, intent=i, rules_read="other") if i and a.intent == "other" else a for a, i in alone)
 
     @property
