@@ -63,14 +63,19 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
     assert "the intent model does not read this encoder's framing tagger layer" in caplog.text
 
 
+def framed(loaded_index, settings, **update):
+    """An extractive assistant whose framing weights (`FramingWeights`) take `update`."""
+    from rag.assistant import Assistant
+
+    framing = settings.judging.evidence.framing.model_copy(update=update)
+    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
+    return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+
+
 @pytest.fixture(scope="module")
 def unlisted(loaded_index, settings):
     """An assistant with the several model off (`several_above` 0; 0.7 by default)."""
-    from rag.assistant import Assistant
-
-    framing = settings.judging.evidence.framing.model_copy(update={"several_above": 0.0})
-    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
-    return Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+    return framed(loaded_index, settings, several_above=0.0)
 
 
 def test_a_casual_request_for_a_list_is_answered_as_one(assistant, unlisted):
@@ -271,15 +276,9 @@ def test_an_aside_is_measured_by_where_it_sits():
 def test_the_askers_aside_is_never_named_and_dilutes_no_swapped_term(assistant, loaded_index, settings):
     """The aside model (`AsideWeights`): the asker's situation in a clause of its own is neither
     missing nor part of the share a missing term weighs; what the request swaps is still named."""
-    from rag.assistant import Assistant
-
     question = "our radiology group is budgeting GPUs. Which papers quantize diffusion transformers?"
-    framing = settings.judging.evidence.framing
-    off = framing.model_copy(update={"aside": framing.aside.model_copy(update={"below": 0.0})})
-    without = settings.model_copy(
-        update={"generator": "extractive", "evidence": settings.judging.evidence.model_copy(update={"framing": off})}
-    )
-    before = Assistant(loaded_index, without).ask(question)
+    aside = settings.judging.evidence.framing.aside.model_copy(update={"below": 0.0})
+    before = framed(loaded_index, settings, aside=aside).ask(question)
     assert before.confidence == "low" and "radiology" in (before.missing or ""), before.missing
     answer = assistant.ask(question)
     assert answer.confidence == "high" and {"LSGQuant"} <= {c.name for c in answer.citations}
@@ -291,13 +290,10 @@ def test_what_a_casual_question_asks_is_read_where_no_rule_reads_it(loaded_index
     """The intent model (rag/common/intent.json) gives an intent of one paper to an English question
     whose form no rule reads ("other"), when likely enough; a question a rule reads keeps its intent,
     and with the model off (`intent_above` 0) nothing changes."""
-    from rag.assistant import Assistant
     from rag.query.analysis import ONE_PAPER_INTENTS, intent_of
 
     reading = assistant
-    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.0})
-    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
-    off = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+    off = framed(loaded_index, settings, intent_above=0.0)
     casual = "the tokenizer trick for long patient records — params that get trained, roughly?"
     assert intent_of(casual, several=False) == "other"
     assert reading.judge.intent(casual) == "how-it-works" == reading.analyse(casual, casual).intent
@@ -352,12 +348,9 @@ def test_a_part_no_rule_reads_is_read_by_the_model_and_explained(loaded_index, s
     """A question of two facts is answered part by part; a part no rule reads ("the tokenizer trick
     ... params that get trained?") takes the intent model's reading, and a part asking how one paper
     works has it said in more sentences; the sentence the rules' reading gives the part stays."""
-    from rag.assistant import Assistant
     from rag.evaluation.metrics import answer_sentences
 
-    framing = settings.judging.evidence.framing.model_copy(update={"intent_above": 0.0})
-    evidence = settings.judging.evidence.model_copy(update={"framing": framing})
-    off = Assistant(loaded_index, settings.model_copy(update={"generator": "extractive", "evidence": evidence}))
+    off = framed(loaded_index, settings, intent_above=0.0)
     two = "the tokenizer trick for long patient records — params that get trained? also, the base LLMs?"
     ask, plain = assistant.analyse(two, two), off.analyse(two, two)
     assert ask.intent == plain.intent == "other" and len(ask.facts) == 2
