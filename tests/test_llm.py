@@ -218,6 +218,9 @@ def fault_server():
     thread.start()
     FaultHandler.requests = 0
     FaultHandler.client_left.clear()
+    # The response format an endpoint accepted is remembered by its address, and the OS may give this
+    # server the port of an earlier test's: a new server is a new endpoint.
+    llm._ACCEPTED_FORMAT.pop(f"http://127.0.0.1:{server.server_address[1]}/v1", None)
     yield server
     server.shutdown()
 
