@@ -76,6 +76,7 @@ ALL_TYPES = {"name", "paraphrase", "fact", "multipart", "multi", "unanswerable",
         ("test12", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # framing styles unlisted before
         ("test13", {"paraphrase", "fact", "multi", "unanswerable"}, 120),  # lists asked sideways, one-paper questions
         ("test14", {"paraphrase", "multi", "unanswerable"}, 100),  # two facts of one paper (typed multi), twins
+        ("test15", {"name", "paraphrase", "fact", "multi", "unanswerable"}, 150),  # casual, every question framed
     ],
 )
 def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_least):
@@ -104,13 +105,14 @@ def test_each_split_is_valid_and_covers_every_type(corpus, split, types, at_leas
         ("test12", [split for split in DATA_FILES if split != "test12"]),  # every split, dev-side ones too
         ("test13", [split for split in DATA_FILES if split != "test13"]),
         ("test14", [split for split in DATA_FILES if split != "test14"]),
+        ("test15", [split for split in DATA_FILES if split != "test15"]),
         # a tuning split written later repeats no held-out question either
         *(
             (
                 split,
                 ["test2", "test3", "test3_contrast", "test4", "test5", "test6", "test7", "test9", "test10", "test11"],
             )
-            for split in ("dev_casual2", "dev_casual3", "dev_casual4")
+            for split in ("dev_casual2", "dev_casual3", "dev_casual4", "dev_casual5")
         ),
     ],
 )

@@ -56,6 +56,7 @@ HELD_OUT = (
     "test12",
     "test13",
     "test14",
+    "test15",
 )
 SPLITS = {name: EVAL_DATA / f"{name}.jsonl" for name in ("dev", "test", *HELD_OUT)}
 # Every split file by name, those above and the dev-side ones only the eval scripts read
