@@ -12,7 +12,7 @@ Examples: every constraint the question analysis finds in a question whose write
 constraints and its framing: labelled 0 (an aside) when it lies within a phrase the writer marked
 as framing, 1 when it overlaps a listed constraint (the swapped term of an off-corpus twin among
 them), else left out. Measured with the shipped framing tagger on a split it did not learn from
-(eval/tagger.py's LABELLED), checked by 5-fold cross-validation grouped by paper (a question and
+(eval/tagger.py's WORD_LABELLED), checked by 5-fold cross-validation grouped by paper (a question and
 its twin in one fold). Prints, per threshold, the asides caught among those the tagger reads as
 content and the constraints lost; `below` is then chosen on the verdict (rag eval on the dev
 side, the twins the guard) and given with --write.
@@ -32,7 +32,7 @@ from sklearn.model_selection import GroupKFold, cross_val_predict
 
 from eval.calibrate import tuning
 from eval.framing import papers_of, shipped_tagger
-from eval.tagger import LABELLED
+from eval.tagger import WORD_LABELLED
 from rag.common.framing_weights import AsideWeights
 from rag.common.settings import Settings
 from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
@@ -48,8 +48,8 @@ TAGGER_READS_CONTENT = 0.3  # the asides that matter: those the tagger alone kee
 
 def examples(settings: Settings, splits: tuple[str, ...]) -> list[dict]:
     """Each labelled constraint of the splits' questions, with its measures and its paper."""
-    if set(splits) & set(LABELLED):
-        raise SystemExit(f"the framing tagger learned from {', '.join(LABELLED)}: its reading of them is no test")
+    if set(splits) & set(WORD_LABELLED):
+        raise SystemExit(f"the framing tagger read words of {', '.join(WORD_LABELLED)}: its reading is no test there")
     model, index = shipped_tagger(settings)
     reader = index.embedder  # the English encoder the judge reads questions with
     rows = []

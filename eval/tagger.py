@@ -1,5 +1,6 @@
-"""Fit the framing tagger (rag/common/framing_weights.py `FramingTagger`) on the dev side, choose its
-threshold (`FramingWeights.tagger_below`) by the verdict itself, and say how it does; never on test.
+"""Fit the framing tagger (rag/common/framing_weights.py `FramingTagger`) on the dev side, choose the
+threshold of its reading of where a word sits (`FramingWeights.placed_below`) by the verdict itself,
+and say how it does; never on test.
 
 A casual question's request words ("give me the lowdown on", "the key trick", "anything in this
 collection") are nouns and adjectives no answering paper holds, so they were named as missing above
@@ -9,13 +10,18 @@ constraints (eval/framing.py) reach only some. The tagger reads each word in con
 Examples: each word of a question that its analysis puts in a constraint, in the dev-side splits
 whose writers listed each question's constraints: 1 (content) inside a listed constraint; 0
 (framing) inside a listed framing phrase, or, in a split that lists none, outside every constraint.
-Features: the word's unit vector in context (the English encoder's layer `LAYER`, the mean of its
-pieces) and its Zipf frequency. A logistic regression, cross-validated in 5 folds by paper.
+Two readings (`FramingTagger`): the word's own, a logistic regression over its unit vector in context
+(the English encoder's layer `LAYER`, the mean of its pieces) and its Zipf frequency, learned from
+`WORD_LABELLED`; and where it sits, a network of one hidden layer over those and the word's place in
+the question (rag/query/framing.py `structure`), learned from every split of `LABELLED`. Cross-validated
+in 5 folds by paper; the network chosen by leaving out one labelled split at a time (a writer whose
+styles it never saw, docs/evaluation.md).
 
-Threshold (`tagger_below`): the verdict over eval/framing.py's tuning splits and dev's leave-one-out
-variants, each question analysed and retrieved once, judged at every candidate by the tagger fitted
-without its paper's fold. Chosen: the one that gives the most answerable questions a `high` answer
-citing a gold paper while at least `PRECISION_OF_HIGH` of the `high` answers do and the guard holds:
+Threshold (`placed_below`; the word's reading keeps `tagger_below`): the verdict over eval/framing.py's
+tuning splits and dev's leave-one-out variants, each question analysed and retrieved once, judged at
+every candidate by the tagger fitted without its paper's fold. Chosen: the one that gives the most
+answerable questions a `high` answer citing a gold paper while at least `PRECISION_OF_HIGH` of the
+`high` answers do and the guard holds:
 the contrast twins (a question with one term swapped for a sibling no paper covers) of all splits
 together, and dev's leave-one-out variants, are answered `high` no more often than with the tagger
 off, but for `OFF_CORPUS_SLACK` (one in 200; per split, a split of 100 twins could gain none).
@@ -26,6 +32,7 @@ on ("the score the GCPA paper defines"), which no word check sees.
     .venv/bin/python -m eval.tagger --every 3      # every third question: a quick run
     .venv/bin/python -m eval.tagger --write        # ...and adopt it
     .venv/bin/python -m eval.tagger --labelled dev_casual dev_casual2   # learn from these splits only
+    .venv/bin/python -m eval.tagger --by-split     # ...and say how it does on each split left out
 """
 
 from __future__ import annotations
@@ -39,27 +46,39 @@ from datetime import date
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
+from sklearn.neural_network import MLPClassifier
 
 from eval.calibrate import tuning
 from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, papers_of, questions_asked, with_framing
 from rag.common.framing_weights import FRAMING_TAGGER, FramingTagger, FramingWeights
 from rag.common.settings import Settings, load_settings
+from rag.common.text import parsed
 from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
 from rag.index.stores import load_index
 from rag.query.analysis import analyse
-from rag.query.framing import words_in_context, zipfs
+from rag.query.framing import structure, words_in_context, zipfs
 
-# The dev-side splits the shipped tagger learned from (their questions list constraints and framing);
-# learning from dev_casual4 too held the guard only at a lower threshold (docs/evaluation.md).
-LABELLED = ("dev_casual", "dev_casual2", "dev_casual3")
+# The dev-side splits the shipped tagger learned from (their questions list constraints and framing): the
+# word's reading from the first three (learning it from dev_casual4 too held the guard only at a lower
+# threshold, docs/evaluation.md; from all six it read the issue's "tinker with the machinery of" as
+# content, 0.31), where it sits from all.
+WORD_LABELLED = ("dev_casual", "dev_casual2", "dev_casual3")
+LABELLED = ("dev", *WORD_LABELLED, "dev_casual4", "dev_casual5")
 FOLDS = 5
 # The encoder's layer read: cross-validated on the dev side's 5,969 words, AUC (framing words
 # caught where 1 % of content words are lost) layer 3 0.909 (0.52), 4 0.912 (0.52), 5 0.902 (0.50),
 # 6, the last, 0.880 (0.44); the last mixes a word with its sentence, an earlier one keeps the word.
 LAYER = 4
-# Inverse L2 strength, cross-validated at layer 4: 0.3, 1, 3 give AUC 0.906, 0.912, 0.915 and catch
-# 0.52, 0.52, 0.51 of framing words at 1 % of content words lost.
+# Hidden units and L2 strength: left out split by split (the five LABELLED), the mean AUC and the framing
+# words caught where 1 % of content words are lost: 16 units 0.924 / 0.620, 32 0.928 / 0.638, 64 0.930 /
+# 0.668 (0.930 / 0.653 at alpha 0.1); a logistic regression over the same inputs 0.921 / 0.548, over the
+# word's vector and frequency alone (the tagger before) 0.903 / 0.559.
+HIDDEN = 64
+ALPHA = 0.01
+# The word's own reading: inverse L2 strength, cross-validated at layer 4 (0.3, 1, 3: AUC 0.906, 0.912,
+# 0.915). Alone, the network reads the issue's "tinker with the machinery of" as content (0.96): it adds.
 C = 1.0
+STRUCTURE = 42  # the columns of `structure`, last among the inputs
 THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 GUARDS = ("twins", "leave-one-out")  # the kinds of off-corpus questions whose `high` may not rise
 
@@ -85,10 +104,11 @@ def _spans(text: str, phrases: list[str]) -> list[tuple[int, int]]:
 
 def examples(
     settings: Settings, labelled: tuple[str, ...] = LABELLED
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """(vectors, Zipf frequencies, labels, papers): a row per labelled word (see the module's docstring)."""
+) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+    """(inputs, labels, papers, splits): a row per labelled word (see the module's docstring); its
+    inputs the word's vector, its Zipf frequency / 7 and where it sits, as `FramingTagger` reads them."""
     index = load_index(settings)
-    vectors, frequencies, labels, papers = [], [], [], []
+    inputs, labels, papers, splits = [], [], [], []
     for split in labelled:
         questions = tuning(split, index.corpus)
         paper_of = papers_of(questions)
@@ -99,7 +119,9 @@ def examples(
             candidates = set(" ".join(analyse(text).constraints).lower().split())
             content, framing = _spans(text, q["constraints"]), _spans(text, q.get("framing", []))
             read = index.embedder.tokens([text], LAYER)[0]  # type: ignore[attr-defined]
-            for word, span, vector in words_in_context(text, read, LAYER):
+            words = words_in_context(text, read, LAYER)
+            where = structure(text, [span for _, span, _ in words], parsed(settings.judging.tagger_model, text))
+            for (word, span, vector), sits in zip(words, where, strict=True):
                 if word not in candidates:
                     continue
                 if _inside(content, *span):
@@ -108,31 +130,47 @@ def examples(
                     label = 0
                 else:
                     continue
-                vectors.append(vector)
-                frequencies.append(zipfs([word])[0])
+                inputs.append(np.concatenate([vector, zipfs([word]) / 7, sits]))
                 labels.append(label)
                 papers.append(paper_of[q["id"]])
-    return np.vstack(vectors), np.asarray(frequencies), np.asarray(labels), papers
+                splits.append(split)
+    return np.vstack(inputs), np.asarray(labels), papers, splits
 
 
-def fit(vectors: np.ndarray, frequencies: np.ndarray, labels: np.ndarray, encoder: str) -> FramingTagger:
-    x = np.hstack([vectors, frequencies[:, None] / 7])
-    model = LogisticRegression(max_iter=5000, C=C, class_weight="balanced").fit(x, labels)
-    weights = model.coef_[0]
+def fit(inputs: np.ndarray, labels: np.ndarray, words: np.ndarray, encoder: str, parser: str) -> FramingTagger:
+    """Both readings (`FramingTagger`): the word's over its vector and frequency, from the rows `words`
+    marks, and where it sits, a network over all of each row, from every row."""
+    width = inputs.shape[1] - STRUCTURE
+    word = LogisticRegression(max_iter=5000, C=C, class_weight="balanced").fit(inputs[words, :width], labels[words])
+    sits = MLPClassifier(
+        hidden_layer_sizes=(HIDDEN,), alpha=ALPHA, max_iter=300, early_stopping=True, random_state=0
+    ).fit(inputs, labels)
+    (hidden, output), (hidden_bias, output_bias) = sits.coefs_, sits.intercepts_
     return FramingTagger(
         encoder=encoder,
         layer=LAYER,
-        bias=round(float(model.intercept_[0]), 5),
-        zipf=round(float(weights[-1]), 5),
-        vector=[round(float(w), 5) for w in weights[:-1]],
+        bias=round(float(word.intercept_[0]), 5),
+        zipf=round(float(word.coef_[0][-1]), 5),
+        vector=[round(float(w), 5) for w in word.coef_[0][:-1]],
+        parser=parser,
+        hidden=[[round(float(w), 4) for w in unit] for unit in hidden.T],
+        hidden_bias=[round(float(b), 4) for b in hidden_bias],
+        output=[round(float(w), 4) for w in output[:, 0]],
+        output_bias=round(float(output_bias[0]), 4),
     )
 
 
+def caught(predicted: np.ndarray, labels: np.ndarray, lost: float = 0.01) -> float:
+    """The share of framing words read as framing where `lost` of the content words are."""
+    return float((predicted[labels == 0] < np.quantile(predicted[labels == 1], lost)).mean())
+
+
 def as_json(tagger: FramingTagger) -> str:
-    """The tagger as JSON, its vector on one line."""
+    """The tagger as JSON, its word vector on one line and each hidden unit's weights on one line."""
     fields = tagger.model_dump()
-    vector = fields.pop("vector")
-    return json.dumps(fields, indent=1)[:-2] + f',\n "vector": {json.dumps(vector)}\n}}\n'
+    vector, hidden = fields.pop("vector"), fields.pop("hidden")
+    rows = ",\n  ".join(json.dumps(unit) for unit in hidden)
+    return json.dumps(fields, indent=1)[:-2] + f',\n "vector": {json.dumps(vector)},\n "hidden": [\n  {rows}\n ]\n}}\n'
 
 
 def judged(settings: Settings, configs: list[FramingWeights], taggers: dict[int, FramingTagger], every: int):
@@ -180,23 +218,51 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--every", type=int, default=1, help="every Nth question of each tuning split (a quick run)")
     parser.add_argument("--labelled", nargs="+", default=list(LABELLED), help="the splits whose words it learns from")
-    parser.add_argument("--write", action="store_true", help=f"write {FRAMING_TAGGER.name} and tagger_below")
+    parser.add_argument("--by-split", action="store_true", help="also fit without each labelled split, and test on it")
+    parser.add_argument("--write", action="store_true", help=f"write {FRAMING_TAGGER.name} and placed_below")
     args = parser.parse_args()
     settings = load_settings()
-    encoder = settings.indexing.embedding_model
-    vectors, frequencies, labels, papers = examples(settings, tuple(args.labelled))
+    encoder, spacy_model = settings.indexing.embedding_model, settings.judging.tagger_model
+    inputs, labels, papers, splits = examples(settings, tuple(args.labelled))
+    words = np.isin(splits, WORD_LABELLED)
+
+    def fitted(rows: np.ndarray) -> FramingTagger:
+        return fit(inputs[rows], labels[rows], words[rows], encoder, spacy_model)
+
+    if args.by_split:
+        for split in args.labelled:
+            out = np.asarray(splits) == split
+            p, held = fitted(~out).placed(inputs[out]), labels[out]
+            print(f"{split} left out: AUC {roc_auc_score(held, p):.3f}, framing caught {caught(p, held):.3f}")
     folds = np.asarray([fold(p) for p in papers])
-    taggers = {k: fit(vectors[folds != k], frequencies[folds != k], labels[folds != k], encoder) for k in range(FOLDS)}
+    taggers = {k: fitted(folds != k) for k in range(FOLDS)}
     predicted = np.zeros(len(labels))
     for k, tagger in taggers.items():
-        predicted[folds == k] = tagger.content(vectors[folds == k], frequencies[folds == k])
+        predicted[folds == k] = tagger.placed(inputs[folds == k])
     auc = float(roc_auc_score(labels, predicted))
-    print(f"{len(labels)} words labelled ({int(labels.sum())} content), cross-validated AUC {auc:.3f}")
+    print(
+        f"{len(labels)} words labelled ({int(labels.sum())} content), where they sit cross-validated: AUC "
+        f"{auc:.3f}, framing caught {caught(predicted, labels):.3f}"
+    )
+    if args.write:  # first: the assistant that judges loads the shipped tagger
+        tagger = fitted(np.ones(len(labels), dtype=bool))
+        tagger.fit = {
+            "date": date.today().isoformat(),
+            "splits": list(args.labelled),
+            "word_splits": list(WORD_LABELLED),
+            "words": len(labels),
+            "content": int(labels.sum()),
+            "C": C,
+            "hidden": HIDDEN,
+            "alpha": ALPHA,
+            "placed_cross_validated_auc": round(auc, 3),
+        }
+        FRAMING_TAGGER.write_text(as_json(tagger), encoding="utf-8")
     current = settings.judging.evidence.framing
-    configs = [current.model_copy(update={"tagger_below": below}) for below in (0.0, *THRESHOLDS)]
+    configs = [current.model_copy(update={"placed_below": below}) for below in (0.0, *THRESHOLDS)]
     off, *runs = judged(settings, configs, taggers, args.every)
     floors, pooled, before = by_group(off), by_group(off, kind), figures(off)
-    print(f"tagger off: {before}")
+    print(f"where it sits not read: {before}")
     best: tuple[FramingWeights, dict[str, float]] = (configs[0], before)
     for framing, rows in zip(configs[1:], runs, strict=True):
         got, groups = figures(rows), by_group(rows)
@@ -206,26 +272,16 @@ def main() -> None:
             for k, f in by_group(rows, kind).items()
             if k in GUARDS and f["off_corpus_high"] > pooled[k]["off_corpus_high"] + OFF_CORPUS_SLACK
         ]
-        print(f"tagger_below {framing.tagger_below}: {got}" + (f"; more off-corpus high in {raised}" if raised else ""))
+        print(f"placed_below {framing.placed_below}: {got}" + (f"; more off-corpus high in {raised}" if raised else ""))
         for group, f in sorted(groups.items()):
             if f != floors[group]:
                 print(f"    {group[0]} {group[1]}: {floors[group]} -> {f}")
         if not raised and got["precision"] >= PRECISION_OF_HIGH and got["coverage"] > best[1]["coverage"]:
             best = (framing, got)
-    print(f"chosen tagger_below {best[0].tagger_below}: {before} -> {best[1]}")
+    print(f"chosen placed_below {best[0].placed_below}: {before} -> {best[1]}")
     if args.write:
-        tagger = fit(vectors, frequencies, labels, encoder)
-        tagger.fit = {
-            "date": date.today().isoformat(),
-            "splits": list(args.labelled),
-            "words": len(labels),
-            "content": int(labels.sum()),
-            "C": C,
-            "cross_validated_auc": round(auc, 3),
-        }
-        FRAMING_TAGGER.write_text(as_json(tagger), encoding="utf-8")
         evidence = settings.judging.evidence
-        framing = evidence.framing.model_copy(update={"tagger_below": best[0].tagger_below})
+        framing = evidence.framing.model_copy(update={"placed_below": best[0].placed_below})
         record = fit_record([*SPLITS, "dev leave-one-out"], every=args.every, before=before, after=best[1])
         write_fitted(FITTED_WEIGHTS, evidence.model_copy(update={"framing": framing}), {"tagger": record})
         print(f"wrote {FRAMING_TAGGER} and {FITTED_WEIGHTS}")

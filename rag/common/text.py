@@ -121,6 +121,19 @@ def tagger(model: str):
         return _loaded_tagger(model)
 
 
+def parsed(model: str, text: str):
+    """`text` as spaCy's pipeline `model` tags and parses it, kept for the last questions: the
+    analysis, the framing rules and the framing tagger read one parse of a question."""
+    with _LOADING:
+        nlp = _loaded_tagger(model)
+    return _parse(nlp, text)
+
+
+@lru_cache(maxsize=64)
+def _parse(nlp, text: str):
+    return nlp(text)
+
+
 @lru_cache(maxsize=2)
 def _loaded_tagger(model: str):
     return _spacy().load(model, exclude=["ner", "lemmatizer"])

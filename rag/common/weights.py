@@ -303,8 +303,9 @@ _HEADER = """\
 # kept as they are by --write: cite_share and standalone_margin (rag eval --split dev),
 # multilingual's missing_below and soft_above, several's cite_above and at_least, and
 # several_cite_share. [framing]: written by
-# `python -m eval.framing --write` (kept as it is by calibrate's --write), tagger_below by
-# `python -m eval.tagger --write`; searched_below, searched_at_least, several_above, intent_above and
+# `python -m eval.framing --write` (kept as it is by calibrate's --write), tagger_below and
+# placed_below by `python -m eval.tagger --write` (tagger_below, the word's reading's, as first fitted);
+# searched_below, searched_at_least, several_above, intent_above and
 # intent_unless_several chosen by hand (rag eval on the dev side, docs/evaluation.md), kept by both;
 # [framing.aside] by `python -m eval.aside --write`.
 # [fit.*]: when each part was fitted, on which splits, and its cross-validated figures.

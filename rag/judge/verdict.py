@@ -78,14 +78,17 @@ class Judge:
         self._question = lru_cache(maxsize=64)(self._read_question)
         self._tagged = lru_cache(maxsize=64)(self._tag_question)
         self._vector = lru_cache(maxsize=64)(self._question_vector)
-        # The framing tagger reads the vectors of the encoder it was fitted on, no other's.
+        # The framing tagger reads the vectors of the encoder and the parse of the pipeline it was
+        # fitted on, no other's.
         model = framing_tagger()
         self.tagger: FramingTagger | None = model
-        if model is not None and model.encoder != settings.indexing.embedding_model:
+        configured = (settings.indexing.embedding_model, settings.judging.tagger_model)
+        if model is not None and (model.encoder, model.parser) != configured:
             log.warning(
-                "the framing tagger was fitted on %s, not %s: not used",
+                "the framing tagger was fitted on %s and %s, not %s and %s: not used",
                 model.encoder,
-                settings.indexing.embedding_model,
+                model.parser,
+                *configured,
             )
             self.tagger = None
         elif model is not None and model.layer is not None and not self._reads(model.layer):
@@ -192,21 +195,25 @@ class Judge:
             embed,
             term_uses=self.settings.judging.modifier_term_uses,
             framing=lambda: framing_words(ask.said.text, self.settings.judging.tagger_model),
-            tagged=partial(self.framed, ask.said.text),
+            tagged=partial(self.framed, ask.said.text, placed=True),
             aside=partial(self.asides, ask.said.text, ask.constraints),
             soft_above=soft_above,
             rests_on=rests_on if framing.block_above > 0 else None,
             block_above=framing.block_above,
         )
 
-    def framed(self, question: str, below: float | None = None) -> frozenset[str]:
+    def framed(self, question: str, below: float | None = None, placed: bool = False) -> frozenset[str]:
         """The words of an English question the framing tagger reads as framing (`framed_below`)
-        under `below` (by default `tagger_below`), less those of what the analysis reads it as
-        asking for (where the code is: "the code"); none with the tagger off."""
-        below = self.settings.judging.evidence.framing.tagger_below if below is None else below
+        under `below` (by default `tagger_below`), and with `placed` those its reading of where they
+        sit puts under `placed_below`, less those of what the analysis reads it as asking for (where
+        the code is: "the code"); none with the tagger off."""
+        framing = self.settings.judging.evidence.framing
+        below = framing.tagger_below if below is None else below
         if self.tagger is None or below <= 0:
             return frozenset()
-        words = framed_below(self._tagged(question), below)
+        words = framed_below(self._tagged(question, False), below)
+        if placed and framing.placed_below > 0:
+            words |= framed_below(self._tagged(question, True), framing.placed_below)
         return words - {w.lower() for m in ASKS_FOR_CODE.finditer(question) for w in m.group(0).split()}
 
     def several(self, question: str, above: float | None = None) -> bool:
@@ -235,7 +242,7 @@ class Judge:
         aside = self.settings.judging.evidence.framing.aside
         if self.tagger is None or aside.below <= 0 or not constraints:
             return frozenset()
-        return aside_words(question, constraints, self._tagged(question), aside)
+        return aside_words(question, constraints, self._tagged(question, False), aside)
 
     def _read_question(self, question: str) -> TokenVectors:
         """One read gives what the tagger reads (its layer) and the last layer."""
@@ -246,8 +253,8 @@ class Judge:
         computed once for the several model and the intent model."""
         return question_vector(self._question(question).at(cast(FramingTagger, self.tagger).layer))
 
-    def _tag_question(self, question: str) -> list[tuple[str, tuple[int, int], float]]:
-        return tagged(question, self._question(question), cast(FramingTagger, self.tagger))
+    def _tag_question(self, question: str, placed: bool) -> list[tuple[str, tuple[int, int], float]]:
+        return tagged(question, self._question(question), cast(FramingTagger, self.tagger), placed)
 
     def _read_pieces(self, paper_id: str) -> np.ndarray:
         return content_pieces(self._reader.tokens(self.index.sentences_of([paper_id])[paper_id].texts))

@@ -15,7 +15,7 @@ import numpy as np
 from wordfreq import zipf_frequency
 
 from rag.common.framing_weights import AsideWeights, FramingTagger
-from rag.common.text import STOPWORDS, tagger
+from rag.common.text import STOPWORDS, parsed
 from rag.index.tokens import TokenVectors
 from rag.query.words import acronyms, question_phrases
 
@@ -81,7 +81,7 @@ def framing_words(question: str, model: str) -> frozenset[str]:
                     break
         return out
 
-    tokens = list(tagger(model)(question))
+    tokens = list(parsed(model, question))
     verbs = do_verbs(tokens)
     idioms = [match.span() for match in _IDIOM.finditer(question)]
 
@@ -117,6 +117,10 @@ def framing_words(question: str, model: str) -> frozenset[str]:
     return frozenset(word for word, uses in content.items() if True not in uses)
 
 
+# English's first-person pronouns, a closed class: a clause that holds one speaks of the asker.
+FIRST_PERSON = frozenset(
+    {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "our", "ours", "us"}
+)
 _WORD = re.compile(r"\w[\w'-]*")
 
 
@@ -143,19 +147,87 @@ def zipfs(words: list[str]) -> np.ndarray:
     return np.asarray([zipf_frequency(word, "en") for word in words], dtype=np.float32)
 
 
-def tagged(text: str, read: TokenVectors, model: FramingTagger) -> list[tuple[str, tuple[int, int], float]]:
+def tagged(
+    text: str, read: TokenVectors, model: FramingTagger, placed: bool = False
+) -> list[tuple[str, tuple[int, int], float]]:
     """Each word of `text` but its stop words, its span, and the framing tagger's P(content) for
-    it as the question uses it. `read` holds the layer the tagger reads. A word written as a name
-    ("the ODDS benchmark", "ALiBi") is content, 1.0: the tagger reads words lowercased, and takes
-    a name spelt as an English word ("odds", "alibi") for that word."""
+    it as the question uses it: the word's own reading, or (`placed`) where it sits (`structure`,
+    from the parse of the tagger's `parser`). `read` holds the layer the tagger reads. A word
+    written as a name ("the ODDS benchmark", "ALiBi") is content, 1.0: the tagger reads words
+    lowercased, and takes a name spelt as an English word ("odds", "alibi") for that word."""
     words = words_in_context(text, read, model.layer)
     if not words:
         return []
-    content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))
+    vectors, frequencies = np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words])
+    if placed:
+        where = structure(text, [span for _, span, _ in words], parsed(model.parser, text))
+        content = model.placed(np.hstack([vectors, frequencies[:, None] / 7, where]))
+    else:
+        content = model.content(vectors, frequencies)
     names = acronyms(text)
     return [
         (word, span, 1.0 if word in names else p) for (word, span, _), p in zip(words, content.tolist(), strict=True)
     ]
+
+
+# Where a word sits, what the framing tagger's second reading adds to the word and its frequency. The
+# dependencies by which a word's phrase hangs from its sentence's root and the prepositions that
+# introduce it, as spaCy's English parser labels them (each of the rest counts as one more): the object
+# of "what does it use" asks, a phrase after "for" ("for our data catalog") or a fragment beside the
+# question ("brief blurbs") frames. Hand-written: no library at hand marks a casual question's asides.
+_SEGMENT = re.compile(r"[^,.;:!?()\u2014\u2013]+")
+_ATTACHMENTS = (
+    "nsubj", "dobj", "prep", "npadvmod", "appos", "dep", "advcl", "ccomp", "conj", "attr", "amod",
+    "compound", "ROOT", "nmod", "punct", "advmod", "acl", "pobj", "xcomp", "parataxis",
+)  # fmt: skip
+_PREPOSITIONS = ("for", "in", "on", "of", "with", "about", "from", "by", "to", "as")
+_ASKING_TAGS = frozenset({"WDT", "WP", "WRB"})
+_VERBS = frozenset({"VERB", "AUX"})
+
+
+def structure(text: str, spans: Sequence[tuple[int, int]], doc) -> np.ndarray:
+    """Where each word (its span in `text`) sits, as spaCy parsed the text (`doc`), a row per word:
+    its attachment and preposition (one-hot, `_ATTACHMENTS`, `_PREPOSITIONS`); whether its sentence
+    asks (a "?" or a wh-word), has a verb at its root, is one of several; whether its clause (split
+    at punctuation) has a verb, asks, speaks of the asker, is the first or the last of several; the
+    word's place in the text and its clause's length (at most 30 tokens)."""
+    clauses = [m.span() for m in _SEGMENT.finditer(text) if m.group(0).strip()]
+    several_sentences = float(len(list(doc.sents)) > 1)
+    rows = []
+    for start, _ in spans:
+        at = next((i for i, (a, b) in enumerate(clauses) if a <= start < b), 0)
+        first, last = clauses[at] if clauses else (0, len(text))
+        tokens = [t for t in doc if first <= t.idx < last]
+        token = next((t for t in doc if t.idx <= start < t.idx + len(t) or t.idx >= start), doc[-1])
+        sentence, top = token.sent, token
+        while top.head.i != top.i and top.head.i != sentence.root.i:
+            top = top.head
+        attachment = "ROOT" if sentence.root.i in (token.i, top.i) else top.dep_
+        preposition, up = None, token
+        while up.head.i != up.i:
+            if up.dep_ == "pobj" and up.head.dep_ == "prep":
+                preposition = up.head.lower_
+                break
+            up = up.head
+        rows.append(
+            [float(attachment == a) for a in _ATTACHMENTS]
+            + [float(attachment not in _ATTACHMENTS)]
+            + [float(preposition == p) for p in _PREPOSITIONS]
+            + [float(preposition is not None and preposition not in _PREPOSITIONS)]
+            + [
+                float("?" in sentence.text or any(t.tag_ in _ASKING_TAGS for t in sentence)),
+                float(sentence.root.pos_ in _VERBS),
+                several_sentences,
+                float(any(t.pos_ in _VERBS for t in tokens)),
+                float(any(t.tag_ in _ASKING_TAGS | {"WP$"} for t in tokens) or text[last : last + 1] == "?"),
+                float(any(t.lower_ in FIRST_PERSON for t in tokens)),
+                float(len(clauses) > 1 and at == 0),
+                float(len(clauses) > 1 and at == len(clauses) - 1),
+                start / max(1, len(text)),
+                min(len(tokens), 30) / 30,
+            ]
+        )
+    return np.asarray(rows, dtype=np.float32).reshape(len(spans), -1)
 
 
 def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: float) -> frozenset[str]:
@@ -173,10 +245,6 @@ def framed_below(words: list[tuple[str, tuple[int, int], float]], below: float) 
     return frozenset(word for word, ps in uses.items() if max(ps) < below)
 
 
-# English's first-person pronouns, a closed class: a clause that holds one speaks of the asker.
-FIRST_PERSON = frozenset(
-    {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "our", "ours", "us"}
-)
 _CLAUSE = re.compile(r"[^,.;:!?()\u2014]+")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _TOKEN = re.compile(r"[\w'-]+")

@@ -16,8 +16,8 @@ from rag.common.text import (
     STOPWORDS,
     asks_for_several,
     content_words,
+    parsed,
     stems,
-    tagger,
 )
 from rag.query.language import ENGLISH, language_of
 
@@ -197,7 +197,7 @@ def names_one(question: str, model: str) -> str | None:
     neural-operator work"); None when it has none, or says "each" (it asks of several things). A
     request for a list points at its papers in the plural or by their topic ("the work on X",
     "this pile"), so a question that names one thing is not read as one by a model of the question."""
-    doc = tagger(model)(question)
+    doc = parsed(model, question)
     if any(token.lower_ == "each" for token in doc):
         return None
     for token in doc:
