@@ -493,6 +493,10 @@ def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+# dev's labels of a question's words (eval/tagger.py's): not copied, since a twin swaps one of them.
+LABELS = ("constraints", "framing")
+
+
 def build(corpus: Corpus, dev: list[dict], paraphrases: list[dict]) -> list[dict]:
     """The file's records: each original used (id "dc-" + its dev id), its twins, then its paraphrases."""
     vocabulary = Vocabulary(corpus.papers)
@@ -506,7 +510,8 @@ def build(corpus: Corpus, dev: list[dict], paraphrases: list[dict]) -> list[dict
         twins = twins_of(q, corpus, vocabulary)
         if not twins:
             continue
-        out.append({**q, "id": f"dc-{q['id']}"})
+        asked = {k: v for k, v in q.items() if k not in LABELS}
+        out.append({**asked, "id": f"dc-{q['id']}"})
         out.extend(twins)
         for p in by_original.pop(q["id"], []):
             out.append({**p, "id": f"dc-{p['id']}", "paraphrase_of": f"dc-{q['id']}"})
