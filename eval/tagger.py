@@ -52,11 +52,10 @@ from eval.calibrate import tuning
 from eval.framing import OFF_CORPUS_SLACK, PRECISION_OF_HIGH, SPLITS, papers_of, questions_asked, with_framing
 from rag.common.framing_weights import FRAMING_TAGGER, FramingTagger, FramingWeights
 from rag.common.settings import Settings, load_settings
-from rag.common.text import parsed
 from rag.common.weights import FITTED_WEIGHTS, fit_record, write_fitted
 from rag.index.stores import load_index
 from rag.query.analysis import analyse
-from rag.query.framing import structure, words_in_context, zipfs
+from rag.query.framing import STRUCTURE_COLUMNS, placed_inputs, words_in_context
 
 # The dev-side splits the shipped tagger learned from (their questions list constraints and framing): the
 # word's reading from the first three (learning it from dev_casual4 too held the guard only at a lower
@@ -78,7 +77,6 @@ ALPHA = 0.01
 # The word's own reading: inverse L2 strength, cross-validated at layer 4 (0.3, 1, 3: AUC 0.906, 0.912,
 # 0.915). Alone, the network reads the issue's "tinker with the machinery of" as content (0.96): it adds.
 C = 1.0
-STRUCTURE = 42  # the columns of `structure`, last among the inputs
 THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 GUARDS = ("twins", "leave-one-out")  # the kinds of off-corpus questions whose `high` may not rise
 
@@ -120,8 +118,8 @@ def examples(
             content, framing = _spans(text, q["constraints"]), _spans(text, q.get("framing", []))
             read = index.embedder.tokens([text], LAYER)[0]  # type: ignore[attr-defined]
             words = words_in_context(text, read, LAYER)
-            where = structure(text, [span for _, span, _ in words], parsed(settings.judging.tagger_model, text))
-            for (word, span, vector), sits in zip(words, where, strict=True):
+            rows = placed_inputs(text, words, settings.judging.tagger_model)
+            for (word, span, _), row in zip(words, rows, strict=True):
                 if word not in candidates:
                     continue
                 if _inside(content, *span):
@@ -130,7 +128,7 @@ def examples(
                     label = 0
                 else:
                     continue
-                inputs.append(np.concatenate([vector, zipfs([word]) / 7, sits]))
+                inputs.append(row)
                 labels.append(label)
                 papers.append(paper_of[q["id"]])
                 splits.append(split)
@@ -140,7 +138,7 @@ def examples(
 def fit(inputs: np.ndarray, labels: np.ndarray, words: np.ndarray, encoder: str, parser: str) -> FramingTagger:
     """Both readings (`FramingTagger`): the word's over its vector and frequency, from the rows `words`
     marks, and where it sits, a network over all of each row, from every row."""
-    width = inputs.shape[1] - STRUCTURE
+    width = inputs.shape[1] - STRUCTURE_COLUMNS  # where it sits comes last
     word = LogisticRegression(max_iter=5000, C=C, class_weight="balanced").fit(inputs[words, :width], labels[words])
     sits = MLPClassifier(
         hidden_layer_sizes=(HIDDEN,), alpha=ALPHA, max_iter=300, early_stopping=True, random_state=0

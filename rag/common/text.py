@@ -124,9 +124,7 @@ def tagger(model: str):
 def parsed(model: str, text: str):
     """`text` as spaCy's pipeline `model` tags and parses it, kept for the last questions: the
     analysis, the framing rules and the framing tagger read one parse of a question."""
-    with _LOADING:
-        nlp = _loaded_tagger(model)
-    return _parse(nlp, text)
+    return _parse(tagger(model), text)
 
 
 @lru_cache(maxsize=64)

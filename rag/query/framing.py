@@ -158,12 +158,10 @@ def tagged(
     words = words_in_context(text, read, model.layer)
     if not words:
         return []
-    vectors, frequencies = np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words])
     if placed:
-        where = structure(text, [span for _, span, _ in words], parsed(model.parser, text))
-        content = model.placed(np.hstack([vectors, frequencies[:, None] / 7, where]))
+        content = model.placed(placed_inputs(text, words, model.parser))
     else:
-        content = model.content(vectors, frequencies)
+        content = model.content(np.vstack([vector for *_, vector in words]), zipfs([word for word, *_ in words]))
     names = acronyms(text)
     return [
         (word, span, 1.0 if word in names else p) for (word, span, _), p in zip(words, content.tolist(), strict=True)
@@ -183,6 +181,8 @@ _ATTACHMENTS = (
 _PREPOSITIONS = ("for", "in", "on", "of", "with", "about", "from", "by", "to", "as")
 _ASKING_TAGS = frozenset({"WDT", "WP", "WRB"})
 _VERBS = frozenset({"VERB", "AUX"})
+# `structure`'s columns: each attachment and preposition, one more of each, then ten of sentence and clause.
+STRUCTURE_COLUMNS = len(_ATTACHMENTS) + 1 + len(_PREPOSITIONS) + 1 + 10
 
 
 def structure(text: str, spans: Sequence[tuple[int, int]], doc) -> np.ndarray:
@@ -227,7 +227,15 @@ def structure(text: str, spans: Sequence[tuple[int, int]], doc) -> np.ndarray:
                 min(len(tokens), 30) / 30,
             ]
         )
-    return np.asarray(rows, dtype=np.float32).reshape(len(spans), -1)
+    return np.asarray(rows, dtype=np.float32).reshape(len(spans), STRUCTURE_COLUMNS)
+
+
+def placed_inputs(text: str, words: list[tuple[str, tuple[int, int], np.ndarray]], parser: str) -> np.ndarray:
+    """The rows the framing tagger's reading of where a word sits reads (`FramingTagger.placed`), one per
+    word of `words_in_context`: its vector, its Zipf frequency / 7 and `structure` (spaCy's `parser`)."""
+    where = structure(text, [span for _, span, _ in words], parsed(parser, text))
+    frequencies = zipfs([word for word, *_ in words])
+    return np.hstack([np.vstack([vector for *_, vector in words]), frequencies[:, None] / 7, where])
 
 
 def tagged_framing(text: str, read: TokenVectors, model: FramingTagger, below: float) -> frozenset[str]:
